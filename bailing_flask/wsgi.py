@@ -1,0 +1,334 @@
+"""``BailingMiddleware``: verify hub signatures below any WSGI application.
+
+Verification happens here, under Flask, for three reasons (``DESIGN.md``):
+the signature covers the raw body, which a framework may already have
+consumed or re-parsed; the signed path is the raw request target, which
+frameworks decode; and a refusal must not be swallowable by another
+extension's error handler. A request without ``X-Bailing-Signature`` passes
+through untouched, so a legacy application keeps working; a request that
+carries one is verified, always, and never reaches the app when it fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._body import read_body
+from ._jsenc import encode_uri_component
+from .errors import ConfigurationError, SignatureError
+from .signing import Clock, Secrets, Verifier
+
+if TYPE_CHECKING:  # pragma: no cover
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "ENVIRON_KEY",
+    "DEFAULT_CATALOG_PATH",
+    "BailingMiddleware",
+    "VerifiedCall",
+    "UnsignedHeaders",
+    "ErrorRenderer",
+]
+
+logger = logging.getLogger("bailing_flask")
+
+#: Where the verified call is stored in the WSGI environ (``None`` when unsigned).
+ENVIRON_KEY = "bailing.call"
+DEFAULT_CATALOG_PATH = "/.well-known/bailing/tools.json"
+MiB = 1024 * 1024
+
+#: Renders a refusal: returns ``(status, headers, body)``; ``None`` keeps the default.
+ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
+
+_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large"}
+
+
+@dataclass(frozen=True)
+class UnsignedHeaders:
+    """Hub headers that are *not* covered by the signature.
+
+    Anyone who captured one signed request can change these within the
+    window: record them, correlate with them, never authorize on them.
+    """
+
+    client: str | None = None
+    tool_scope: str | None = None
+    idempotency_key: str | None = None
+    conversation: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifiedCall:
+    """A request whose hub signature was verified; immutable.
+
+    ``subject`` and ``job_id`` are signed and can be trusted; everything in
+    :attr:`unsigned` cannot.
+    """
+
+    #: ``"tool"`` (tool call or authz probe) or ``"catalog"`` (catalog fetch).
+    kind: Literal["tool", "catalog"]
+    #: The signed ``X-Bailing-On-Behalf-Of``; ``None`` for an anonymous call.
+    subject: str | None
+    #: The signed ``X-Bailing-Job-Id`` (``""`` when absent or empty).
+    job_id: str
+    #: Label of the secret that matched (index or mapping key, never the secret).
+    key_label: str
+    #: The signed Unix timestamp (seconds).
+    timestamp: int
+    method: str
+    #: The path+query that was signed (after the base_url prefix rules).
+    signed_path: str
+    body_sha256: str
+    #: The signature header itself (public on the wire; kept for replay checks).
+    signature: str = field(repr=False)
+    unsigned: UnsignedHeaders = field(default_factory=UnsignedHeaders)
+
+    @property
+    def identity(self) -> str:
+        """A digest of everything the signature covers except the timestamp.
+
+        Two requests with the same identity are the same call: same method,
+        path+query, body, subject and job. Used to de-duplicate side effects
+        on signed material only (the idempotency header is unsigned).
+        """
+        material = "\n".join(
+            (self.method, self.signed_path, self.body_sha256, self.subject or "", self.job_id)
+        )
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _quote_path(decoded: str) -> str:
+    """Re-encode a WSGI (latin-1 decoded, percent-decoded) path segment by segment.
+
+    Exact for every value the hub sends except an encoded ``/`` (``%2F``),
+    which WSGI has already turned into a separator.
+    """
+    raw = decoded.encode("latin-1", "replace").decode("utf-8", "surrogateescape")
+    parts = []
+    for segment in raw.split("/"):
+        try:
+            parts.append(encode_uri_component(segment))
+        except ValueError:  # bytes that were not UTF-8
+            parts.append(
+                "".join(
+                    f"%{ord(ch) - 0xDC00:02X}" if 0xDC80 <= ord(ch) <= 0xDCFF else encode_uri_component(ch)
+                    for ch in segment
+                )
+            )
+    return "/".join(parts)
+
+
+def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
+    """The request path relative to the application, still percent-encoded."""
+    script = environ.get("SCRIPT_NAME", "")
+    raw = None
+    if raw_target == "auto":
+        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if not raw:
+        return _quote_path(environ.get("PATH_INFO", "") or "/")
+    path = raw.split("?", 1)[0].split("#", 1)[0]
+    lowered = path[:8].lower()
+    if lowered.startswith("http://") or lowered.startswith("https://"):
+        # absolute-form request target: drop scheme and authority
+        slash = path.find("/", path.find("//") + 2)
+        path = path[slash:] if slash >= 0 else "/"
+    if script:
+        mount = _quote_path(script)
+        if path == mount or path.startswith(mount + "/"):
+            path = path[len(mount) :] or "/"
+    return path
+
+
+def _prefix_matches(path: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+class BailingMiddleware:
+    """Verify BailingHub's signed requests in front of a WSGI application.
+
+    :param app: the WSGI application to protect.
+    :param secrets: provider secret(s) of this tool source in the hub.
+        Several are accepted at once for rotation.
+    :param window: accepted clock difference in seconds (exclusive,
+        symmetric, default 300 like the hub's SDKs).
+    :param max_body_size: larger signed bodies are refused with 413.
+    :param spool_threshold: signed bodies above this size are spooled to a
+        temporary file instead of memory.
+    :param catalog_path: the catalog's path relative to the application
+        (verified with the full public path and an empty subject and job,
+        ``CONTRACT.md`` §4.3); ``None`` if this app serves no catalog.
+    :param public_prefix: the path of the hub's ``base_url`` as the public
+        sees it. Defaults to ``SCRIPT_NAME``; set it when a proxy strips the
+        prefix without telling the app (no ``X-Forwarded-Prefix``).
+    :param require_signature: path prefixes (relative to the app) on which
+        unsigned requests are refused, for applications that are not Flask.
+    :param raw_target: ``"auto"`` signs the raw request target the server
+        reports (``RAW_URI``/``REQUEST_URI``) and falls back to re-encoding
+        ``PATH_INFO``; ``"reconstruct"`` always re-encodes, for servers whose
+        ``REQUEST_URI`` was rewritten upstream.
+    :param error_renderer: restyles refusals; receives the
+        :class:`~bailing_flask.errors.SignatureError`.
+    :param clock: current Unix time (tests).
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        secrets: Secrets | None,
+        *,
+        window: int = 300,
+        max_body_size: int = 10 * MiB,
+        spool_threshold: int = 1 * MiB,
+        catalog_path: str | None = DEFAULT_CATALOG_PATH,
+        public_prefix: str | None = None,
+        require_signature: Sequence[str] = (),
+        raw_target: Literal["auto", "reconstruct"] = "auto",
+        error_renderer: ErrorRenderer | None = None,
+        clock: Clock = time.time,
+        setting: str = "BAILING_SECRETS",
+    ) -> None:
+        self.app = app
+        self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
+        if max_body_size < 0 or spool_threshold < 0:
+            raise ConfigurationError("max_body_size and spool_threshold must not be negative.")
+        if raw_target not in ("auto", "reconstruct"):
+            raise ConfigurationError("raw_target must be 'auto' or 'reconstruct'.")
+        if public_prefix is not None and public_prefix not in ("",) and not public_prefix.startswith("/"):
+            raise ConfigurationError("public_prefix must be empty or start with '/'.")
+        self.max_body_size = max_body_size
+        self.spool_threshold = spool_threshold
+        self.catalog_path = catalog_path
+        self.public_prefix = public_prefix.rstrip("/") if public_prefix else public_prefix
+        self.require_signature = tuple(require_signature)
+        self.raw_target = raw_target
+        self.error_renderer = error_renderer
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        signature = environ.get("HTTP_X_BAILING_SIGNATURE")
+        if signature is None:
+            environ[ENVIRON_KEY] = None
+            if self.require_signature and any(
+                _prefix_matches(_raw_path(environ, self.raw_target), p)
+                for p in self.require_signature
+            ):
+                return self._refuse(SignatureError("missing_signature"), environ, start_response)
+            return self.app(environ, start_response)
+        try:
+            call, spilled = self._verify(environ, signature)
+        except SignatureError as error:
+            return self._refuse(error, environ, start_response)
+        environ[ENVIRON_KEY] = call
+        result = self.app(environ, start_response)
+        if spilled is not None:
+            return _ClosingIterable(result, spilled.close)
+        return result
+
+    def _verify(self, environ: dict[str, Any], signature: str) -> tuple[VerifiedCall, Any]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        path = _raw_path(environ, self.raw_target)
+        query = environ.get("QUERY_STRING", "")
+        is_catalog = self.catalog_path is not None and path == self.catalog_path
+        timestamp = environ.get("HTTP_X_BAILING_TIMESTAMP")
+        if is_catalog:
+            prefix = self.public_prefix
+            if prefix is None:
+                prefix = _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
+            signed_path = prefix + path
+            subject_raw, job_id = "", ""
+        else:
+            signed_path = path
+            subject_raw = environ.get("HTTP_X_BAILING_ON_BEHALF_OF", "")
+            job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
+        if query:
+            signed_path += "?" + query
+        digest = self.verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
+        body = read_body(environ, self.max_body_size, self.spool_threshold)
+        environ["wsgi.input"] = body.stream
+        environ["CONTENT_LENGTH"] = str(body.length)
+        assert timestamp is not None  # check_headers refused a missing one
+        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
+        label = self.verifier.match(
+            digest, timestamp, method, signed_path, body.sha256, subject_raw, job_id
+        )
+        call = VerifiedCall(
+            kind="catalog" if is_catalog else "tool",
+            subject=subject_raw or None,
+            job_id=job_id,
+            key_label=label,
+            timestamp=int(timestamp),
+            method=method,
+            signed_path=signed_path,
+            body_sha256=body.sha256,
+            signature=signature,
+            unsigned=UnsignedHeaders(
+                client=environ.get("HTTP_X_BAILING_CLIENT"),
+                tool_scope=environ.get("HTTP_X_BAILING_TOOL_SCOPE"),
+                idempotency_key=environ.get("HTTP_X_BAILING_IDEMPOTENCY_KEY"),
+                conversation=environ.get("HTTP_X_BAILING_CONVERSATION"),
+            ),
+        )
+        return call, (body.stream if body.spilled else None)
+
+    def _refuse(
+        self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        job = environ.get("HTTP_X_BAILING_JOB_ID", "")
+        logger.warning(
+            "bailing: refused %s %s: %s (job %r)",
+            environ.get("REQUEST_METHOD", "?"),
+            _raw_path(environ, self.raw_target),
+            error.reason,
+            job[:64],
+        )
+        rendered = self.error_renderer(error) if self.error_renderer else None
+        if rendered is None:
+            rendered = default_error_response(error)
+        status, headers, body = rendered
+        status_line = _STATUS_TEXT.get(status) or f"{status} Error"
+        headers = list(headers) + [("Content-Length", str(len(body)))]
+        if error.status == 413:
+            # the rest of the body was not read: the connection cannot be reused
+            headers.append(("Connection", "close"))
+        start_response(status_line, headers)
+        return [body]
+
+
+def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The JSON body of a refusal: coarse SDK code, precise reason, explanation."""
+    body = json.dumps(
+        {"error": error.sdk_error, "reason": error.reason, "message": error.message},
+        separators=(",", ":"),
+    ).encode("utf-8")
+    headers = [
+        ("Content-Type", "application/json; charset=utf-8"),
+        ("Cache-Control", "no-store"),
+    ]
+    if error.status == 401:
+        headers.append(("WWW-Authenticate", 'Bailing realm="bailinghub"'))
+    return error.status, headers, body
+
+
+class _ClosingIterable:
+    """Close the spooled body file once the response has been sent."""
+
+    def __init__(self, iterable: Iterable[bytes], close: Callable[[], None]) -> None:
+        self._iterable = iterable
+        self._close = close
+
+    def __iter__(self) -> Any:
+        return iter(self._iterable)
+
+    def close(self) -> None:
+        try:
+            inner_close = getattr(self._iterable, "close", None)
+            if inner_close is not None:
+                inner_close()
+        finally:
+            self._close()

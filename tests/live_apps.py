@@ -1,0 +1,28 @@
+"""WSGI apps started in subprocesses (gunicorn) by the live-server tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from bailing_flask import BailingMiddleware
+from bailing_flask.wsgi import ENVIRON_KEY
+
+
+def _echo(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    call = environ.get(ENVIRON_KEY)
+    payload = {
+        "signed_path": call.signed_path if call else None,
+        "subject": call.subject if call else None,
+        "length": len(body),
+    }
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(payload).encode()]
+
+
+def middleware_app() -> BailingMiddleware:
+    """The bare echo app behind the middleware, secret from the environment."""
+    return BailingMiddleware(_echo, os.environ["BAILING_TEST_SECRET"])
