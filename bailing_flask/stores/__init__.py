@@ -1,0 +1,98 @@
+"""Where idempotent side effects, callback de-duplication and seen signatures are kept.
+
+Three backends share one contract (:class:`IdempotencyStore`) and one test
+suite: :class:`MemoryStore` for tests, :class:`SQLiteStore` as the embedded
+default for one host, :class:`RedisStore` when the app runs on several
+hosts. :func:`store_from_url` picks one from a configuration string.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from urllib.parse import unquote
+
+from ..errors import ConfigurationError
+from .base import (
+    Clock,
+    Entry,
+    EntryMeta,
+    IdempotencyStore,
+    Reservation,
+    StoredResponse,
+    StoreUnavailable,
+)
+from .memory import MemoryStore
+from .redis import RedisStore
+from .sqlite import SQLiteStore
+
+__all__ = [
+    "Entry",
+    "EntryMeta",
+    "IdempotencyStore",
+    "MemoryStore",
+    "RedisStore",
+    "Reservation",
+    "SQLiteStore",
+    "StoreUnavailable",
+    "StoredResponse",
+    "store_from_url",
+]
+
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_EXPECTED = (
+    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or redis://host:6379/0"
+)
+
+
+def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
+    """Build the store a URL names.
+
+    * ``memory://`` -- :class:`MemoryStore` (one process only);
+    * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``
+      (three slashes, then the path; a fourth slash makes it absolute) --
+      :class:`SQLiteStore`;
+    * ``redis://[:password@]host[:port][/db]`` or ``rediss://...`` (TLS) --
+      :class:`RedisStore`.
+
+    Nothing is connected or created yet; call :meth:`~IdempotencyStore.ping`
+    to check at start-up. Error messages never repeat the URL, which may
+    hold a password.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(f"The idempotency store URL must look like {_EXPECTED}.")
+    scheme, rest = url.split("://", 1)
+    scheme = scheme.lower()
+    if scheme == "memory":
+        if rest not in ("", "/"):
+            raise ConfigurationError("A memory:// store URL takes nothing after 'memory://'.")
+        return MemoryStore(clock=clock)
+    if scheme == "sqlite":
+        return SQLiteStore(_sqlite_path(rest), clock=clock)
+    if scheme in ("redis", "rediss"):
+        return RedisStore(url, clock=clock)
+    shown = repr(scheme) if _SCHEME_RE.fullmatch(scheme) else "this scheme"
+    raise ConfigurationError(
+        f"Unsupported idempotency store URL scheme {shown}; use {_EXPECTED}."
+    )
+
+
+def _sqlite_path(rest: str) -> str:
+    """The file path of ``sqlite://<rest>``, SQLAlchemy's spelling.
+
+    ``sqlite:///data/x.db`` is relative to the working directory,
+    ``sqlite:////var/lib/x.db`` is absolute.
+    """
+    if not rest.startswith("/"):
+        raise ConfigurationError(
+            "A sqlite URL has no host: use sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db (three slashes, then the path)."
+        )
+    if "?" in rest or "#" in rest:
+        raise ConfigurationError("sqlite store URLs take no query string or fragment.")
+    path = unquote(rest[1:])
+    if not path or path == ":memory:":
+        raise ConfigurationError(
+            "The sqlite store URL needs a file path (for an in-memory store use memory://)."
+        )
+    return path

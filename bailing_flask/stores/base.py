@@ -1,0 +1,383 @@
+"""What every idempotency store promises, whatever it keeps its records in.
+
+A side-effecting tool call can reach the business twice: the hub retries
+after a timeout, or someone replays a captured request within the signature
+window (``CONTRACT.md`` §8.1). The web layer therefore reserves the call's
+identity key *before* running the view, and the store decides atomically who
+runs it. The life of one key:
+
+``reserve`` -> ``in_progress`` (this token owns it until ``lease_expires_at``)
+  -> ``complete`` (the response is kept until ``expires_at``; repeats get it)
+  -> or ``release`` (5xx: the entry is deleted so a retry may run again).
+
+A lease that runs out without ``complete`` or ``release`` means the worker
+died somewhere inside the side effect. Nobody can tell whether it happened,
+so the entry is reported as *uncertain* and left for an operator to
+``resolve`` (the hub does the same and never auto-replays). Every check
+uses the store's injectable ``clock``, so tests can move time and all
+backends agree on the same rules:
+
+* an entry is *live* while ``clock() < expires_at``; a dead entry is as
+  good as absent, whether or not a cleanup has removed it yet;
+* an in-progress entry is *uncertain* once ``clock() >= lease_expires_at``.
+
+Mutations are compare-and-set on the reservation ``token``, so a slow worker
+whose lease was taken over, or whose entry an operator resolved, can never
+overwrite what happened since. Completing, reserving and taking over are
+idempotent for the token that already did it, so a command that reached the
+backend but whose answer was lost can be repeated safely.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import BailingError
+
+__all__ = [
+    "Clock",
+    "EntryState",
+    "ListState",
+    "Outcome",
+    "StoreUnavailable",
+    "StoredResponse",
+    "EntryMeta",
+    "Entry",
+    "Reservation",
+    "IdempotencyStore",
+]
+
+#: A source of the current Unix time in seconds (``time.time`` by default).
+Clock = Callable[[], float]
+EntryState = Literal["in_progress", "completed"]
+#: ``list()`` filter: ``"in_progress"`` means the lease has not run out yet.
+ListState = Literal["uncertain", "in_progress", "completed"]
+Outcome = Literal["reserved", "in_progress", "completed", "uncertain"]
+
+#: ``Entry.token`` of entries an operator resolved: no worker owns them any more.
+RESOLVED_TOKEN = ""
+
+
+class StoreUnavailable(BailingError):
+    """The store's backend cannot be reached or is broken.
+
+    Raised by every store method instead of the backend's own exception, so
+    the web layer can answer 503 without knowing which backend is in use.
+    The message names the backend and the cause, never a password.
+    """
+
+    #: Stable reason code, like those of :class:`~bailing_flask.errors.SignatureError`.
+    reason = "store_unavailable"
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """The response to hand to repeats of a completed call, byte for byte.
+
+    ``headers`` are ``(name, value)`` string pairs as WSGI carries them
+    (values may hold characters up to U+00FF, or beyond if an app sets
+    them); any iterable of pairs is accepted and frozen into a tuple.
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, bool) or not isinstance(self.status, int) or not (
+            100 <= self.status <= 999
+        ):
+            raise ValueError("StoredResponse.status must be an HTTP status code (100-999).")
+        headers = tuple((str(name), str(value)) for name, value in self.headers)
+        object.__setattr__(self, "headers", headers)
+        if not isinstance(self.body, bytes):
+            object.__setattr__(self, "body", bytes(self.body))
+
+
+@dataclass(frozen=True)
+class EntryMeta:
+    """What the entry is about, kept for operators reconciling uncertain calls.
+
+    :param tool: the tool name.
+    :param job_id: the signed hub job id.
+    :param subject: the signed acting subject (``None`` when anonymous).
+    :param unsigned_key: the ``X-Bailing-Idempotency-Key`` header as first
+        seen. It is not signed, so it is recorded, never trusted.
+    """
+
+    tool: str = ""
+    job_id: str = ""
+    subject: str | None = None
+    unsigned_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One reserved key, as the store holds it at the time it was read.
+
+    Times are Unix seconds by the store's clock. ``expires_at`` is the end of
+    retention: after it the entry no longer exists for any method.
+    """
+
+    key: str
+    state: EntryState
+    token: str
+    created_at: float
+    lease_expires_at: float
+    expires_at: float
+    meta: EntryMeta
+    response: StoredResponse | None = None
+    note: str | None = None
+
+    def is_uncertain(self, now: float) -> bool:
+        """Whether the worker that reserved this entry is presumed dead.
+
+        The side effect may or may not have happened, so the call must be
+        neither answered nor re-run without a decision.
+        """
+        return self.state == "in_progress" and now >= self.lease_expires_at
+
+    def to_dict(self, *, now: float | None = None) -> dict[str, Any]:
+        """A JSON-ready view for listings (the token is left out).
+
+        With ``now``, ``state`` reads ``"uncertain"`` for an in-progress entry
+        whose lease ran out. The body is given as ``body`` text when it is
+        valid UTF-8, else as ``body_base64``.
+        """
+        state: str = self.state
+        if now is not None and self.is_uncertain(now):
+            state = "uncertain"
+        data: dict[str, Any] = {
+            "key": self.key,
+            "state": state,
+            "created_at": self.created_at,
+            "lease_expires_at": self.lease_expires_at,
+            "expires_at": self.expires_at,
+            "tool": self.meta.tool,
+            "job_id": self.meta.job_id,
+            "subject": self.meta.subject,
+            "unsigned_key": self.meta.unsigned_key,
+            "note": self.note,
+            "response": None,
+        }
+        if self.response is not None:
+            response: dict[str, Any] = {
+                "status": self.response.status,
+                "headers": [list(pair) for pair in self.response.headers],
+            }
+            try:
+                response["body"] = self.response.body.decode("utf-8")
+            except UnicodeDecodeError:
+                response["body_base64"] = base64.b64encode(self.response.body).decode("ascii")
+            data["response"] = response
+        return data
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer to :meth:`IdempotencyStore.reserve`.
+
+    ``"reserved"``: the caller owns the key and must ``complete`` or
+    ``release`` it. Otherwise ``entry`` is the existing record: answer its
+    response (``"completed"``), or refuse with 409 (``"in_progress"``,
+    ``"uncertain"``).
+    """
+
+    outcome: Outcome
+    entry: Entry
+
+
+class IdempotencyStore(ABC):
+    """Atomic reservations of idempotency keys, plus a replay memory.
+
+    Every method is thread-safe; the SQLite and Redis stores are also safe
+    across processes (and, for Redis, hosts). Every method raises
+    :class:`StoreUnavailable` when the backend is unreachable.
+
+    :param clock: returns the current Unix time; every lease and retention
+        decision uses it, so tests can move time.
+    """
+
+    clock: Clock
+
+    def __init__(self, *, clock: Clock = time.time) -> None:
+        self.clock = clock
+
+    @abstractmethod
+    def reserve(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation:
+        """Atomically claim ``key`` for ``token``, or report who holds it.
+
+        Without a live entry, a new in-progress entry owned by ``token`` is
+        created (``"reserved"``); it is kept at least ``retention_seconds``
+        (and at least as long as its lease) so an uncertain entry stays
+        visible to operators. Otherwise the existing entry is reported as
+        ``"completed"``, ``"in_progress"`` or ``"uncertain"``. Reserving again
+        with the token that already holds the entry answers ``"reserved"``.
+        """
+
+    @abstractmethod
+    def take_over(
+        self, key: str, *, old_token: str, new_token: str, lease_seconds: float
+    ) -> bool:
+        """Hand an in-progress entry from ``old_token`` to ``new_token`` with a new lease.
+
+        For the opt-in mode that re-runs uncertain calls: of several
+        arrivals that saw the same uncertain entry, exactly one wins.
+        """
+
+    @abstractmethod
+    def complete(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool:
+        """Record the response of an in-progress entry still owned by ``token``.
+
+        Also accepted after the lease ran out, as long as nobody took over or
+        resolved the entry: the worker was slow, not dead, and its answer
+        settles the uncertainty. Retention restarts from now.
+        """
+
+    @abstractmethod
+    def release(self, key: str, *, token: str) -> bool:
+        """Delete an in-progress entry owned by ``token`` so a retry may run."""
+
+    @abstractmethod
+    def get(self, key: str) -> Entry | None:
+        """The live entry for ``key``, or ``None``."""
+
+    @abstractmethod
+    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+        """Live entries, oldest first, optionally only those in ``state``."""
+
+    @abstractmethod
+    def resolve(
+        self,
+        key: str,
+        *,
+        response: StoredResponse | None,
+        note: str,
+        retention_seconds: float,
+    ) -> bool:
+        """Settle an entry by operator decision; ``False`` if there is no live entry.
+
+        With a ``response`` the entry becomes completed (repeats receive that
+        response, the note is kept, no worker can overwrite it any more).
+        With ``None`` the entry is deleted and the next arrival runs the call
+        again; the note is then only as durable as the caller's own log.
+        """
+
+    @abstractmethod
+    def cleanup(self, *, limit: int = 1000) -> int:
+        """Remove up to ``limit`` dead entries and signature records; returns how many.
+
+        Dead records are already invisible; this only reclaims space. Each
+        call does a bounded amount of work so it can run from a request.
+        """
+
+    @abstractmethod
+    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+        """``True`` the first time ``signature`` is seen within ``ttl_seconds``.
+
+        Atomic, so of two concurrent replays of one request exactly one is
+        accepted.
+        """
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the backend answers."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store reconnects if it is used again."""
+
+    def __enter__(self) -> IdempotencyStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# --- helpers shared by the backends -------------------------------------------
+
+
+def _check_key(value: str, name: str = "key") -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string.")
+    return value
+
+
+def _check_seconds(value: float, name: str) -> float:
+    """A positive, finite duration; ``bool`` is refused although it is an ``int``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of seconds.")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive and finite.")
+    return float(value)
+
+
+def _check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError("limit must be a non-negative integer.")
+    return limit
+
+
+def _check_state(state: ListState | None) -> ListState | None:
+    if state not in (None, "uncertain", "in_progress", "completed"):
+        raise ValueError("state must be 'uncertain', 'in_progress', 'completed' or None.")
+    return state
+
+
+def _outcome(entry: Entry, now: float) -> Outcome:
+    """How :meth:`IdempotencyStore.reserve` reports an existing live entry."""
+    if entry.state == "completed":
+        return "completed"
+    return "uncertain" if entry.is_uncertain(now) else "in_progress"
+
+
+def _matches(entry: Entry, state: ListState | None, now: float) -> bool:
+    return state is None or _outcome(entry, now) == state
+
+
+def _encode_meta(meta: EntryMeta) -> str:
+    return json.dumps(
+        {
+            "tool": meta.tool,
+            "job_id": meta.job_id,
+            "subject": meta.subject,
+            "unsigned_key": meta.unsigned_key,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _decode_meta(text: str | bytes) -> EntryMeta:
+    data = json.loads(text)
+    return EntryMeta(
+        tool=data.get("tool", ""),
+        job_id=data.get("job_id", ""),
+        subject=data.get("subject"),
+        unsigned_key=data.get("unsigned_key"),
+    )
+
+
+def _encode_headers(headers: Iterable[tuple[str, str]]) -> str:
+    # JSON escapes every non-ASCII character, so any header value round-trips.
+    return json.dumps([[name, value] for name, value in headers], separators=(",", ":"))
+
+
+def _decode_headers(text: str | bytes) -> tuple[tuple[str, str], ...]:
+    return tuple((str(name), str(value)) for name, value in json.loads(text))

@@ -1,0 +1,517 @@
+"""An idempotency store in Redis, for apps that run on several hosts.
+
+How it keeps the promises of :mod:`bailing_flask.stores.base`:
+
+* every mutation is one Lua script, so the check of state and token and the
+  write happen atomically on the server, whatever the number of hosts;
+* the store's clock decides leases and retention, exactly as in the other
+  backends (hosts must run NTP, as they must for signatures anyway); every
+  key also gets a Redis TTL at the end of its retention, so Redis reclaims
+  the memory by itself and :meth:`RedisStore.cleanup` is rarely needed;
+* each entry is a hash, so response bodies are kept binary-safe;
+* the client has short socket timeouts and no automatic retries: a retried
+  write whose first attempt reached the server could report the wrong
+  outcome, and a request should fail fast with 503 rather than hang. After
+  a Redis restart the connection pool reconnects on the next command and
+  scripts are reloaded on ``NOSCRIPT``, so the same store object keeps
+  working.
+
+``redis`` (redis-py) is an optional dependency: ``pip install
+bailing_flask[redis]``. Redis Cluster is not supported (the scripts that
+clean up touch keys of several slots).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from heapq import nsmallest
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError
+from .base import (
+    RESOLVED_TOKEN,
+    Clock,
+    Entry,
+    EntryMeta,
+    IdempotencyStore,
+    ListState,
+    Reservation,
+    StoredResponse,
+    StoreUnavailable,
+    _check_key,
+    _check_limit,
+    _check_seconds,
+    _check_state,
+    _decode_headers,
+    _decode_meta,
+    _encode_headers,
+    _encode_meta,
+    _matches,
+    _outcome,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import redis as redis_module
+
+__all__ = ["RedisStore"]
+
+#: Seconds to wait for a connection or an answer before StoreUnavailable.
+SOCKET_TIMEOUT = 2.0
+_SCAN_COUNT = 500
+
+# Times travel as Python ``repr(float)`` strings; Lua compares them as
+# numbers. A key is *live* while now < expires_at (same rule as base.py).
+
+_RESERVE = """
+local now = tonumber(ARGV[1])
+local exp = redis.call('HGET', KEYS[1], 'expires_at')
+if exp and tonumber(exp) > now then
+  local fields = redis.call('HMGET', KEYS[1], 'state', 'token')
+  local own = fields[1] == 'in_progress' and fields[2] == ARGV[2]
+  return {own and 1 or 0, redis.call('HGETALL', KEYS[1])}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
+  'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {1, redis.call('HGETALL', KEYS[1])}
+"""
+
+_TAKE_OVER = """
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
+if f[1] ~= 'in_progress' or tonumber(f[3]) <= now then return 0 end
+if f[2] == ARGV[3] then return 1 end
+if f[2] ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease_expires_at', ARGV[4])
+if tonumber(ARGV[4]) > tonumber(f[3]) then
+  redis.call('HSET', KEYS[1], 'expires_at', ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
+return 1
+"""
+
+_COMPLETE = """
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
+if not f[1] or tonumber(f[3]) <= now or f[2] ~= ARGV[2] then return 0 end
+if f[1] == 'completed' then return 1 end
+redis.call('HSET', KEYS[1], 'state', 'completed', 'expires_at', ARGV[3],
+  'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+_RELEASE = """
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
+if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+_RESOLVE = """
+local exp = redis.call('HGET', KEYS[1], 'expires_at')
+if not exp or tonumber(exp) <= tonumber(ARGV[1]) then return 0 end
+if ARGV[2] == 'delete' then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'state', 'completed', 'token', ARGV[3], 'expires_at', ARGV[4],
+  'status', ARGV[6], 'headers', ARGV[7], 'body', ARGV[8], 'note', ARGV[9])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
+_REMEMBER_SIGNATURE = """
+local exp = redis.call('GET', KEYS[1])
+if exp and tonumber(exp) > tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: candidates found by SCAN (entry hashes and signature strings).
+# ARGV: now, how many may still be deleted.
+_CLEANUP = """
+local now = tonumber(ARGV[1])
+local budget = tonumber(ARGV[2])
+local removed = 0
+for _, key in ipairs(KEYS) do
+  if removed >= budget then break end
+  local kind = redis.call('TYPE', key)['ok']
+  local exp = nil
+  if kind == 'hash' then
+    exp = redis.call('HGET', key, 'expires_at')
+  elseif kind == 'string' then
+    exp = redis.call('GET', key)
+  end
+  if exp and tonumber(exp) and tonumber(exp) <= now then
+    redis.call('DEL', key)
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
+
+def _import_redis() -> Any:
+    try:
+        import redis
+        import redis.backoff
+        import redis.retry
+    except ImportError:  # pragma: no cover - exercised only without redis-py
+        raise ConfigurationError(
+            "The Redis idempotency store needs redis-py: pip install 'bailing_flask[redis]'."
+        ) from None
+    return redis
+
+
+def _millis(seconds: float) -> int:
+    """A Redis TTL in milliseconds, never zero (PX 0 is an error)."""
+    return max(1, math.ceil(seconds * 1000))
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+def _redacted(url: str) -> str:
+    """``scheme://host:port/db``, with any user name and password left out."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "localhost"
+        port = parts.port or 6379
+    except ValueError:
+        return "<invalid Redis URL>"
+    return f"{parts.scheme}://{host}:{port}{parts.path or '/0'}"
+
+
+def _describe_client(client: Any) -> str:
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8")
+
+
+def _entry_from_hash(key: str, fields: Mapping[bytes, bytes]) -> Entry:
+    response = None
+    if b"status" in fields:
+        response = StoredResponse(
+            int(fields[b"status"]), _decode_headers(fields[b"headers"]), fields[b"body"]
+        )
+    return Entry(
+        key=key,
+        state=fields[b"state"].decode("ascii"),  # type: ignore[arg-type]
+        token=fields[b"token"].decode("utf-8"),
+        created_at=float(fields[b"created_at"]),
+        lease_expires_at=float(fields[b"lease_expires_at"]),
+        expires_at=float(fields[b"expires_at"]),
+        meta=_decode_meta(fields[b"meta"]),
+        response=response,
+        note=_text(fields.get(b"note")),
+    )
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    """HGETALL as returned from a Lua script: a flat list of fields and values."""
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+class RedisStore(IdempotencyStore):
+    """Keep entries in Redis, shared by every host of the app.
+
+    :param url_or_client: a ``redis://`` / ``rediss://`` URL (a password in it
+        is fine and never shown), or a ready ``redis.Redis`` client created
+        with ``decode_responses=False`` (its own timeouts and retries apply).
+    :param clock: returns the current Unix time (injectable for tests).
+    :param prefix: put in front of every key, so several apps can share a
+        Redis database.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | redis_module.Redis,
+        *,
+        clock: Clock = time.time,
+        prefix: str = "bailing:",
+    ) -> None:
+        super().__init__(clock=clock)
+        redis = _import_redis()
+        self._errors_caught: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
+        if isinstance(url_or_client, str):
+            self.display = _redacted(url_or_client)
+            try:
+                client = redis.Redis.from_url(
+                    url_or_client,
+                    socket_timeout=SOCKET_TIMEOUT,
+                    socket_connect_timeout=SOCKET_TIMEOUT,
+                    retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+                )
+            except ValueError:
+                raise ConfigurationError(
+                    f"Invalid Redis URL for the idempotency store ({self.display}); expected "
+                    "redis://[:password@]host[:port][/db] or rediss://..."
+                ) from None
+            self._owns_client = True
+        else:
+            client = url_or_client
+            self.display = _describe_client(client)
+            self._owns_client = False
+        kwargs = getattr(client.connection_pool, "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError(
+                "RedisStore needs a client created with decode_responses=False: "
+                "stored response bodies are bytes."
+            )
+        if not isinstance(prefix, str):
+            raise ConfigurationError("RedisStore prefix must be a string.")
+        self.prefix = prefix
+        self._client = client
+        self._entry_ns = f"{prefix}idem:"
+        self._signature_ns = f"{prefix}sig:"
+        self._cleanup_cursor = 0
+        self._reserve = client.register_script(_RESERVE)
+        self._take_over = client.register_script(_TAKE_OVER)
+        self._complete = client.register_script(_COMPLETE)
+        self._release = client.register_script(_RELEASE)
+        self._resolve = client.register_script(_RESOLVE)
+        self._remember = client.register_script(_REMEMBER_SIGNATURE)
+        self._cleanup = client.register_script(_CLEANUP)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.display!r}, prefix={self.prefix!r})"
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn every redis-py failure into :class:`StoreUnavailable`.
+
+        redis-py's messages name the host and the cause, never the password;
+        the URL itself is only shown redacted.
+        """
+        try:
+            yield
+        except self._errors_caught as exc:
+            raise StoreUnavailable(
+                f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _key(self, key: str) -> str:
+        return self._entry_ns + key
+
+    def _scan(self, pattern: str, cursor: int = 0) -> Iterator[tuple[int, list[bytes]]]:
+        """SCAN batches matching ``pattern`` (the prefix is escaped for globbing)."""
+        while True:
+            cursor, keys = self._client.scan(cursor=cursor, match=pattern, count=_SCAN_COUNT)
+            yield cursor, keys
+            if cursor == 0:
+                return
+
+    def reserve(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation:
+        _check_key(key)
+        _check_key(token, "token")
+        lease = _check_seconds(lease_seconds, "lease_seconds")
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        now = self.clock()
+        keep = max(lease, retention)
+        with self._errors():
+            won, flat = self._reserve(
+                keys=[self._key(key)],
+                args=[
+                    _num(now),
+                    token,
+                    _num(now + lease),
+                    _num(now + keep),
+                    _millis(keep),
+                    _encode_meta(meta),
+                ],
+            )
+        entry = _entry_from_hash(key, _pairs(flat))
+        return Reservation("reserved" if won else _outcome(entry, now), entry)
+
+    def take_over(
+        self, key: str, *, old_token: str, new_token: str, lease_seconds: float
+    ) -> bool:
+        _check_key(key)
+        _check_key(new_token, "new_token")
+        lease = _check_seconds(lease_seconds, "lease_seconds")
+        now = self.clock()
+        with self._errors():
+            return bool(
+                self._take_over(
+                    keys=[self._key(key)],
+                    args=[_num(now), old_token, new_token, _num(now + lease), _millis(lease)],
+                )
+            )
+
+    def complete(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool:
+        _check_key(key)
+        _check_key(token, "token")
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        now = self.clock()
+        with self._errors():
+            return bool(
+                self._complete(
+                    keys=[self._key(key)],
+                    args=[
+                        _num(now),
+                        token,
+                        _num(now + retention),
+                        _millis(retention),
+                        response.status,
+                        _encode_headers(response.headers),
+                        response.body,
+                    ],
+                )
+            )
+
+    def release(self, key: str, *, token: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            return bool(self._release(keys=[self._key(key)], args=[_num(self.clock()), token]))
+
+    def get(self, key: str) -> Entry | None:
+        _check_key(key)
+        with self._errors():
+            fields = self._client.hgetall(self._key(key))
+        if not fields:
+            return None
+        entry = _entry_from_hash(key, fields)
+        return entry if entry.expires_at > self.clock() else None
+
+    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+        """Live entries, oldest first; scans every key under the prefix.
+
+        Meant for operators, not for requests: the cost grows with the number
+        of stored entries (memory stays bounded by ``limit``).
+        """
+        _check_state(state)
+        _check_limit(limit)
+        now = self.clock()
+        found: dict[str, Entry] = {}  # SCAN may return a key twice
+        with self._errors():
+            for _cursor, keys in self._scan(_glob_escape(self._entry_ns) + "*"):
+                if not keys:
+                    continue
+                pipe = self._client.pipeline(transaction=False)
+                for redis_key in keys:
+                    pipe.hgetall(redis_key)
+                for redis_key, fields in zip(keys, pipe.execute()):
+                    if not fields:
+                        continue  # expired or deleted since SCAN saw it
+                    key = redis_key.decode("utf-8")[len(self._entry_ns) :]
+                    entry = _entry_from_hash(key, fields)
+                    if entry.expires_at > now and _matches(entry, state, now):
+                        found[key] = entry
+                # Keep memory bounded: only the oldest `limit` can be returned.
+                if len(found) > 4 * limit + _SCAN_COUNT:
+                    found = {e.key: e for e in _oldest(found.values(), limit)}
+        return _oldest(found.values(), limit)
+
+    def resolve(
+        self,
+        key: str,
+        *,
+        response: StoredResponse | None,
+        note: str,
+        retention_seconds: float,
+    ) -> bool:
+        _check_key(key)
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        now = self.clock()
+        if response is None:
+            args: list[Any] = [_num(now), "delete"]
+        else:
+            args = [
+                _num(now),
+                "complete",
+                RESOLVED_TOKEN,
+                _num(now + retention),
+                _millis(retention),
+                response.status,
+                _encode_headers(response.headers),
+                response.body,
+                note,
+            ]
+        with self._errors():
+            return bool(self._resolve(keys=[self._key(key)], args=args))
+
+    def cleanup(self, *, limit: int = 1000) -> int:
+        """Remove up to ``limit`` records that are dead by the store's clock.
+
+        Redis already deletes records at the end of their TTL, so this only
+        matters when the clock runs ahead of Redis's. Each call visits a
+        bounded number of keys and resumes the scan where the previous call
+        stopped, so repeated calls eventually cover every key.
+        """
+        _check_limit(limit)
+        if limit == 0:
+            return 0
+        now = self.clock()
+        removed = 0
+        rounds = max(1, math.ceil(10 * limit / _SCAN_COUNT))
+        with self._errors():
+            for cursor, keys in self._scan(_glob_escape(self.prefix) + "*", self._cleanup_cursor):
+                self._cleanup_cursor = cursor
+                ours = [
+                    k
+                    for k in keys
+                    if k.startswith(self._entry_ns.encode())
+                    or k.startswith(self._signature_ns.encode())
+                ]
+                if ours:
+                    removed += int(self._cleanup(keys=ours, args=[_num(now), limit - removed]))
+                rounds -= 1
+                if removed >= limit or rounds == 0:
+                    break
+        return removed
+
+    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+        _check_key(signature, "signature")
+        ttl = _check_seconds(ttl_seconds, "ttl_seconds")
+        now = self.clock()
+        with self._errors():
+            return bool(
+                self._remember(
+                    keys=[self._signature_ns + signature],
+                    args=[_num(now), _num(now + ttl), _millis(ttl)],
+                )
+            )
+
+    def ping(self) -> None:
+        with self._errors():
+            self._client.ping()
+
+    def close(self) -> None:
+        """Disconnect the pool if this store created the client.
+
+        A client passed in belongs to the caller and is left open.
+        """
+        if self._owns_client:
+            with self._errors():
+                self._client.close()
+
+
+def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:
+    return nsmallest(limit, entries, key=lambda entry: (entry.created_at, entry.key))
+
+
+def _glob_escape(text: str) -> str:
+    """Escape SCAN ``MATCH`` wildcards, so a prefix like ``app[1]:`` is literal."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

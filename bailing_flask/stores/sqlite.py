@@ -1,0 +1,504 @@
+"""The embedded default: one SQLite file shared by the worker processes of a host.
+
+Why SQLite and how it is used:
+
+* it survives restarts and needs no server, which is what "remember that
+  this refund already ran" needs on a single host;
+* WAL mode lets readers (replays answered from the store) proceed while a
+  writer commits, and the busy timeout makes concurrent writers queue
+  instead of failing;
+* every reservation runs in ``BEGIN IMMEDIATE``: the write lock is taken
+  before the key is looked at, so of any number of processes reserving the
+  same key exactly one inserts it;
+* connections are per thread and per process. A connection must never cross
+  ``fork()`` (SQLite's own rule), so a store created before a pre-fork
+  server forks opens fresh connections in each worker; the inherited ones
+  are left untouched, because closing them in the child could disturb the
+  parent's file locks;
+* synchronous writes stay at SQLite's default (``FULL``): losing the record
+  of a completed side effect on power loss would allow running it twice.
+
+The file's parent directory and the schema are created on first use, not
+when the store object is built, so configuring an app touches no disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import ConfigurationError
+from .base import (
+    RESOLVED_TOKEN,
+    Clock,
+    Entry,
+    EntryMeta,
+    IdempotencyStore,
+    ListState,
+    Reservation,
+    StoredResponse,
+    StoreUnavailable,
+    _check_key,
+    _check_limit,
+    _check_seconds,
+    _check_state,
+    _decode_headers,
+    _decode_meta,
+    _encode_headers,
+    _encode_meta,
+    _outcome,
+)
+
+__all__ = ["SQLiteStore"]
+
+#: Bumped when the tables change, so a later version can migrate old files.
+_SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bailing_idempotency (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    token TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    lease_expires_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    meta TEXT NOT NULL,
+    status INTEGER,
+    headers TEXT,
+    body BLOB,
+    note TEXT
+);
+CREATE INDEX IF NOT EXISTS bailing_idempotency_expires_at
+    ON bailing_idempotency (expires_at);
+CREATE INDEX IF NOT EXISTS bailing_idempotency_created_at
+    ON bailing_idempotency (created_at);
+CREATE TABLE IF NOT EXISTS bailing_signatures (
+    signature TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bailing_signatures_expires_at
+    ON bailing_signatures (expires_at);
+"""
+
+_COLUMNS = (
+    "key, state, token, created_at, lease_expires_at, expires_at, meta, "
+    "status, headers, body, note"
+)
+
+_LIST_FILTERS: dict[ListState | None, str] = {
+    None: "",
+    "completed": " AND state = 'completed'",
+    "in_progress": " AND state = 'in_progress' AND lease_expires_at > :now",
+    "uncertain": " AND state = 'in_progress' AND lease_expires_at <= :now",
+}
+
+
+def _entry_from_row(row: tuple[Any, ...]) -> Entry:
+    key, state, token, created_at, lease_expires_at, expires_at, meta = row[:7]
+    status, headers, body, note = row[7:]
+    response = None
+    if status is not None:
+        response = StoredResponse(int(status), _decode_headers(headers), bytes(body or b""))
+    return Entry(
+        key=key,
+        state=state,
+        token=token,
+        created_at=created_at,
+        lease_expires_at=lease_expires_at,
+        expires_at=expires_at,
+        meta=_decode_meta(meta),
+        response=response,
+        note=note,
+    )
+
+
+class SQLiteStore(IdempotencyStore):
+    """Keep entries in a SQLite file, safe across threads and processes of one host.
+
+    :param path: the database file; relative paths are resolved against the
+        working directory when the store is created.
+    :param clock: returns the current Unix time (injectable for tests).
+    :param busy_timeout: seconds to wait for another process's write lock
+        before giving up with :class:`StoreUnavailable`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock = time.time,
+        busy_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(clock=clock)
+        raw = os.fspath(path)
+        if not raw or raw == ":memory:" or raw.startswith("file:"):
+            raise ConfigurationError(
+                "SQLiteStore needs a file path; a private in-memory database would not "
+                "be shared between threads or workers (use MemoryStore / memory:// for tests)."
+            )
+        self.path = os.path.abspath(raw)
+        try:
+            self.busy_timeout = _check_seconds(busy_timeout, "busy_timeout")
+        except ValueError as exc:
+            raise ConfigurationError(f"SQLiteStore {exc}") from None
+        self._local = threading.local()
+        #: Every connection opened: id -> (pid, thread, connection). Strong
+        #: references on purpose: connections inherited through fork() must
+        #: never be closed (or garbage-collected) in the child. Plain dict
+        #: operations are atomic, so no lock is needed (a lock held by another
+        #: thread at fork time would deadlock the child).
+        self._connections: dict[int, tuple[int, threading.Thread, sqlite3.Connection]] = {}
+        #: Incremented by ``close`` so that threads drop their closed connections.
+        self._generation = 0
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # --- connections ----------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection in this process, opened on demand."""
+        local = self._local
+        pid = os.getpid()
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is not None and local.pid == pid and local.generation == self._generation:
+            return conn
+        local.conn = None
+        conn = self._open()
+        local.conn, local.pid, local.generation = conn, pid, self._generation
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        self._forget_dead_threads()
+        if not self._schema_ready:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # BEGIN/COMMIT are issued explicitly
+            check_same_thread=False,  # only so that close() may close it
+        )
+        try:
+            if not self._schema_ready:
+                self._create_schema(conn)
+                self._schema_ready = True
+        except BaseException:
+            conn.close()
+            raise
+        self._connections[id(conn)] = (os.getpid(), threading.current_thread(), conn)
+        return conn
+
+    def _forget_dead_threads(self) -> None:
+        """Close the connections of this process's finished threads.
+
+        Threaded servers may start a thread per request; without this every
+        one of them would leave an open connection behind.
+        """
+        pid = os.getpid()
+        for ident, (owner, thread, _conn) in list(self._connections.items()):
+            if owner == pid and not thread.is_alive():
+                item = self._connections.pop(ident, None)
+                if item is not None:
+                    _close_quietly(item[2])
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL and create the tables, retrying while it is busy.
+
+        Changing the journal mode needs an exclusive lock and SQLite does not
+        wait for it through the busy handler; when several workers start at
+        once, all but one get "database is locked". Every step is idempotent,
+        so the losers retry until the busy timeout has passed.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                self._create_schema_once(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                _rollback_quietly(conn)
+                # A journal mode that did not change is retried too: SQLite may
+                # report a lost race for the lock that way instead of an error.
+                transient = any(word in str(exc) for word in ("locked", "busy", "WAL"))
+                if not transient or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _create_schema_once(self, conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode.lower() != "wal":
+            # Persistent in the file: only the first process ever switches.
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise sqlite3.OperationalError(
+                    f"could not switch to WAL journal mode (still {mode!r}); "
+                    "is the file on a network or read-only file system?"
+                )
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > _SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"schema version {version} was written by a newer bailing_flask"
+            )
+        if version == _SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn every SQLite or file-system failure into :class:`StoreUnavailable`."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(
+                f"SQLite store at {self.path} is unavailable: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A transaction that holds the write lock from its first statement on."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # Also after a failed COMMIT: a transaction left open would make
+            # every later BEGIN on this connection fail.
+            _rollback_quietly(conn)
+            raise
+
+    @staticmethod
+    def _select(conn: sqlite3.Connection, key: str, now: float) -> Entry | None:
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM bailing_idempotency WHERE key = ? AND expires_at > ?",
+            (key, now),
+        ).fetchone()
+        return None if row is None else _entry_from_row(row)
+
+    # --- the store API --------------------------------------------------------
+
+    def reserve(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation:
+        _check_key(key)
+        _check_key(token, "token")
+        lease = _check_seconds(lease_seconds, "lease_seconds")
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        with self._errors(), self._write() as conn:
+            now = self.clock()
+            entry = self._select(conn, key, now)
+            if entry is not None:
+                if entry.state == "in_progress" and entry.token == token:
+                    return Reservation("reserved", entry)
+                return Reservation(_outcome(entry, now), entry)
+            entry = Entry(
+                key=key,
+                state="in_progress",
+                token=token,
+                created_at=now,
+                lease_expires_at=now + lease,
+                expires_at=now + max(lease, retention),
+                meta=meta,
+            )
+            # REPLACE: a dead entry for the same key may still be on disk.
+            conn.execute(
+                "INSERT OR REPLACE INTO bailing_idempotency "
+                "(key, state, token, created_at, lease_expires_at, expires_at, meta) "
+                "VALUES (?, 'in_progress', ?, ?, ?, ?, ?)",
+                (key, token, now, entry.lease_expires_at, entry.expires_at, _encode_meta(meta)),
+            )
+            return Reservation("reserved", entry)
+
+    def take_over(
+        self, key: str, *, old_token: str, new_token: str, lease_seconds: float
+    ) -> bool:
+        _check_key(key)
+        _check_key(new_token, "new_token")
+        lease = _check_seconds(lease_seconds, "lease_seconds")
+        with self._errors(), self._write() as conn:
+            now = self.clock()
+            entry = self._select(conn, key, now)
+            if entry is None or entry.state != "in_progress":
+                return False
+            if entry.token == new_token:
+                return True
+            if entry.token != old_token:
+                return False
+            conn.execute(
+                "UPDATE bailing_idempotency SET token = ?, lease_expires_at = ?, "
+                "expires_at = MAX(expires_at, ?) WHERE key = ?",
+                (new_token, now + lease, now + lease, key),
+            )
+            return True
+
+    def complete(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool:
+        _check_key(key)
+        _check_key(token, "token")
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        with self._errors(), self._write() as conn:
+            now = self.clock()
+            entry = self._select(conn, key, now)
+            if entry is None or entry.token != token:
+                return False
+            if entry.state == "completed":
+                return True
+            conn.execute(
+                "UPDATE bailing_idempotency SET state = 'completed', expires_at = ?, "
+                "status = ?, headers = ?, body = ? WHERE key = ?",
+                (
+                    now + retention,
+                    response.status,
+                    _encode_headers(response.headers),
+                    response.body,
+                    key,
+                ),
+            )
+            return True
+
+    def release(self, key: str, *, token: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            cursor = self._connection().execute(
+                "DELETE FROM bailing_idempotency WHERE key = ? AND token = ? "
+                "AND state = 'in_progress' AND expires_at > ?",
+                (key, token, self.clock()),
+            )
+            return cursor.rowcount == 1
+
+    def get(self, key: str) -> Entry | None:
+        _check_key(key)
+        with self._errors():
+            return self._select(self._connection(), key, self.clock())
+
+    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+        _check_state(state)
+        _check_limit(limit)
+        with self._errors():
+            rows = self._connection().execute(
+                f"SELECT {_COLUMNS} FROM bailing_idempotency WHERE expires_at > :now"
+                f"{_LIST_FILTERS[state]} ORDER BY created_at, key LIMIT :limit",
+                {"now": self.clock(), "limit": limit},
+            ).fetchall()
+        return [_entry_from_row(row) for row in rows]
+
+    def resolve(
+        self,
+        key: str,
+        *,
+        response: StoredResponse | None,
+        note: str,
+        retention_seconds: float,
+    ) -> bool:
+        _check_key(key)
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        with self._errors(), self._write() as conn:
+            now = self.clock()
+            if self._select(conn, key, now) is None:
+                return False
+            if response is None:
+                conn.execute("DELETE FROM bailing_idempotency WHERE key = ?", (key,))
+            else:
+                conn.execute(
+                    "UPDATE bailing_idempotency SET state = 'completed', token = ?, "
+                    "expires_at = ?, status = ?, headers = ?, body = ?, note = ? WHERE key = ?",
+                    (
+                        RESOLVED_TOKEN,
+                        now + retention,
+                        response.status,
+                        _encode_headers(response.headers),
+                        response.body,
+                        note,
+                        key,
+                    ),
+                )
+            return True
+
+    def cleanup(self, *, limit: int = 1000) -> int:
+        _check_limit(limit)
+        removed = 0
+        with self._errors():
+            conn = self._connection()
+            now = self.clock()
+            # Each DELETE is its own short transaction over at most `limit`
+            # rows found through the expires_at index: the write lock is
+            # never held for long, however many rows have expired.
+            for table in ("bailing_idempotency", "bailing_signatures"):
+                if removed >= limit:
+                    break
+                cursor = conn.execute(
+                    f"DELETE FROM {table} WHERE rowid IN "
+                    f"(SELECT rowid FROM {table} WHERE expires_at <= ? LIMIT ?)",
+                    (now, limit - removed),
+                )
+                removed += max(cursor.rowcount, 0)
+        return removed
+
+    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+        _check_key(signature, "signature")
+        ttl = _check_seconds(ttl_seconds, "ttl_seconds")
+        with self._errors():
+            now = self.clock()
+            # One statement, so atomic: insert, or take over a dead record;
+            # a live record makes the WHERE false and nothing changes.
+            cursor = self._connection().execute(
+                "INSERT INTO bailing_signatures (signature, expires_at) VALUES (?, ?) "
+                "ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at "
+                "WHERE bailing_signatures.expires_at <= ?",
+                (signature, now + ttl, now),
+            )
+            return cursor.rowcount == 1
+
+    def ping(self) -> None:
+        with self._errors():
+            self._connection().execute("SELECT 1 FROM bailing_idempotency LIMIT 1").fetchall()
+
+    def close(self) -> None:
+        """Close the connections this process opened, in every thread.
+
+        Connections inherited through ``fork()`` are left alone. Using the
+        store afterwards opens new connections.
+        """
+        pid = os.getpid()
+        self._generation += 1
+        for ident, (owner, _thread, _conn) in list(self._connections.items()):
+            if owner == pid:
+                item = self._connections.pop(ident, None)
+                if item is not None:
+                    _close_quietly(item[2])
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the original error is the one worth reporting
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass

@@ -1,0 +1,918 @@
+"""Every idempotency store keeps the same promises, against real backends.
+
+One suite runs on the memory store, a real SQLite file and a real
+``redis-server`` (``tests/_redis.py``); time is moved with the stores'
+injected clock. Further tests race real processes for one key, reopen the
+SQLite file, fork with a live store, and stop, restart and freeze Redis.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bailing_flask.errors import BailingError, ConfigurationError
+from bailing_flask.stores import (
+    Entry,
+    EntryMeta,
+    IdempotencyStore,
+    MemoryStore,
+    RedisStore,
+    Reservation,
+    SQLiteStore,
+    StoredResponse,
+    StoreUnavailable,
+    store_from_url,
+)
+
+from ._redis import RedisServer
+
+T0 = 1_718_000_000.0
+LEASE = 30.0
+RETENTION = 600.0
+META = EntryMeta(
+    tool="refund_order", job_id="job-test-001", subject="179:1", unsigned_key="ab" * 32
+)
+OK = StoredResponse(200, (("Content-Type", "application/json"),), b'{"refunded":true}')
+#: Every byte value, and header values WSGI can carry (latin-1) and beyond.
+BINARY = StoredResponse(
+    201,
+    (
+        ("Content-Type", "application/octet-stream"),
+        ("X-Note", "café"),
+        ("X-Wide", "退款 ✓ \u2028"),
+        ("Set-Cookie", "a=1"),
+        ("Set-Cookie", "b=2"),
+        ("X-Empty", ""),
+    ),
+    bytes(range(256)) * 3,
+)
+
+
+class Clock:
+    """The stores' injected clock, moved by hand."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _prefix() -> str:
+    return f"test-{uuid.uuid4().hex}:"
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store(
+    request: pytest.FixtureRequest, clock: Clock, tmp_path: Path
+) -> Iterator[IdempotencyStore]:
+    """The store under test, one per backend, empty."""
+    if request.param == "memory":
+        backend: IdempotencyStore = MemoryStore(clock=clock)
+    elif request.param == "sqlite":
+        # A directory that does not exist yet: created on first use.
+        backend = SQLiteStore(tmp_path / "var" / "idempotency.db", clock=clock)
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        backend = RedisStore(server.url, clock=clock, prefix=_prefix())
+    yield backend
+    backend.close()
+
+
+def reserve(
+    store: IdempotencyStore,
+    key: str,
+    token: str,
+    *,
+    lease: float = LEASE,
+    retention: float = RETENTION,
+    meta: EntryMeta = META,
+) -> Reservation:
+    return store.reserve(
+        key, token=token, lease_seconds=lease, retention_seconds=retention, meta=meta
+    )
+
+
+def complete(
+    store: IdempotencyStore,
+    key: str,
+    token: str,
+    response: StoredResponse = OK,
+    retention: float = RETENTION,
+) -> bool:
+    return store.complete(key, token=token, response=response, retention_seconds=retention)
+
+
+# --- reserve, complete, replay -------------------------------------------------
+
+
+def test_first_arrival_reserves_an_in_progress_entry(store: IdempotencyStore) -> None:
+    reservation = reserve(store, "k1", "token-a")
+    assert reservation.outcome == "reserved"
+    entry = reservation.entry
+    assert (entry.key, entry.state, entry.token) == ("k1", "in_progress", "token-a")
+    assert entry.created_at == T0
+    assert entry.lease_expires_at == T0 + LEASE
+    assert entry.expires_at == T0 + RETENTION
+    assert entry.meta == META
+    assert entry.response is None and entry.note is None
+    assert store.get("k1") == entry
+
+
+def test_completed_response_is_replayed_byte_for_byte(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    clock.advance(2)
+    assert complete(store, "k1", "token-a", BINARY, retention=100)
+    clock.advance(1)
+    repeat = reserve(store, "k1", "token-b")
+    assert repeat.outcome == "completed"
+    entry = repeat.entry
+    assert entry.state == "completed"
+    assert entry.response == BINARY
+    assert entry.response.body == bytes(range(256)) * 3
+    assert entry.response.headers[2] == ("X-Wide", "退款 ✓ \u2028")
+    assert entry.meta == META
+    assert entry.created_at == T0
+    assert entry.expires_at == T0 + 2 + 100  # retention restarts at completion
+    assert store.get("k1") == entry
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        EntryMeta(),
+        EntryMeta(tool="t", job_id="", subject=None, unsigned_key=None),
+        EntryMeta(tool="开票", job_id="j.1", subject="wecom:张三", unsigned_key="k\u00e9y"),
+    ],
+    ids=["defaults", "anonymous", "non-ascii"],
+)
+def test_meta_round_trips(store: IdempotencyStore, meta: EntryMeta) -> None:
+    reserve(store, "k1", "token-a", meta=meta)
+    assert store.get("k1").meta == meta  # type: ignore[union-attr]
+    complete(store, "k1", "token-a", StoredResponse(204))
+    entry = store.get("k1")
+    assert entry is not None and entry.meta == meta
+    assert entry.response == StoredResponse(204, (), b"")
+
+
+def test_keys_are_opaque_strings(store: IdempotencyStore) -> None:
+    keys = ["callback:job-1", "a*b[1]?\\", "ключ-🔑", "f" * 64]
+    for index, key in enumerate(keys):
+        assert reserve(store, key, f"t{index}").outcome == "reserved"
+    assert store.get("callback:job-*") is None
+    assert store.get("a*b[1]?\\") is not None
+    assert sorted(entry.key for entry in store.list()) == sorted(keys)
+
+
+# --- leases: in progress, uncertain, take-over -------------------------------------
+
+
+def test_in_progress_until_the_lease_runs_out_then_uncertain(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    first = reserve(store, "k1", "token-a").entry
+    clock.advance(LEASE - 0.5)
+    busy = reserve(store, "k1", "token-b")
+    assert busy.outcome == "in_progress"
+    assert busy.entry.token == "token-a"
+    assert not busy.entry.is_uncertain(clock())
+    clock.now = first.lease_expires_at
+    late = reserve(store, "k1", "token-c")
+    assert late.outcome == "uncertain"
+    assert late.entry.is_uncertain(clock())
+    assert late.entry == first  # nothing was changed by looking
+
+
+def test_reserving_again_with_the_owning_token_is_reserved(store: IdempotencyStore) -> None:
+    # A reserve whose answer was lost on the way back may be repeated.
+    first = reserve(store, "k1", "token-a")
+    again = reserve(store, "k1", "token-a")
+    assert again.outcome == "reserved"
+    assert again.entry == first.entry
+
+
+def test_an_in_progress_entry_is_kept_at_least_for_its_lease(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    entry = reserve(store, "k1", "token-a", lease=100, retention=10).entry
+    assert entry.expires_at == T0 + 100
+    clock.advance(50)
+    assert reserve(store, "k1", "token-b").outcome == "in_progress"
+
+
+def test_a_slow_worker_may_still_complete_an_uncertain_entry(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 5)
+    assert reserve(store, "k1", "token-b").outcome == "uncertain"
+    assert complete(store, "k1", "token-a")
+    assert reserve(store, "k1", "token-c").outcome == "completed"
+
+
+def test_take_over_is_a_compare_and_set(store: IdempotencyStore, clock: Clock) -> None:
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 1)
+    seen = reserve(store, "k1", "token-b")
+    assert seen.outcome == "uncertain"
+    assert not store.take_over("k1", old_token="wrong", new_token="token-b", lease_seconds=60)
+    assert store.take_over("k1", old_token=seen.entry.token, new_token="token-b", lease_seconds=60)
+    # A second arrival that saw the same uncertain entry loses ...
+    assert not store.take_over("k1", old_token="token-a", new_token="token-c", lease_seconds=60)
+    # ... and the new owner may repeat its own take-over.
+    assert store.take_over("k1", old_token="token-a", new_token="token-b", lease_seconds=60)
+    entry = store.get("k1")
+    assert entry is not None
+    assert (entry.state, entry.token) == ("in_progress", "token-b")
+    assert entry.lease_expires_at == clock() + 60
+    assert entry.created_at == T0
+    assert reserve(store, "k1", "token-d").outcome == "in_progress"
+    assert not complete(store, "k1", "token-a")  # the presumed-dead worker
+    assert not store.release("k1", token="token-a")
+    assert complete(store, "k1", "token-b")
+    assert not store.take_over("k1", old_token="token-b", new_token="token-e", lease_seconds=60)
+    assert not store.take_over("nope", old_token="x", new_token="y", lease_seconds=60)
+
+
+def test_take_over_extends_retention_to_cover_the_new_lease(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a", lease=10, retention=20)
+    clock.advance(15)
+    assert store.take_over("k1", old_token="token-a", new_token="token-b", lease_seconds=100)
+    entry = store.get("k1")
+    assert entry is not None and entry.expires_at == T0 + 15 + 100
+    clock.advance(50)
+    assert reserve(store, "k1", "token-c").outcome == "in_progress"
+
+
+# --- compare-and-set refusals ------------------------------------------------------
+
+
+def test_complete_refuses_a_wrong_token(store: IdempotencyStore) -> None:
+    reserve(store, "k1", "token-a")
+    assert not complete(store, "k1", "token-b")
+    assert store.get("k1").state == "in_progress"  # type: ignore[union-attr]
+    assert not complete(store, "unknown", "token-a")
+
+
+def test_complete_is_idempotent_for_its_token(store: IdempotencyStore) -> None:
+    reserve(store, "k1", "token-a")
+    assert complete(store, "k1", "token-a", OK)
+    assert complete(store, "k1", "token-a", BINARY)
+    assert store.get("k1").response == OK  # type: ignore[union-attr]
+    assert not complete(store, "k1", "token-b", BINARY)
+
+
+def test_release_deletes_only_the_owners_in_progress_entry(store: IdempotencyStore) -> None:
+    reserve(store, "k1", "token-a")
+    assert not store.release("k1", token="token-b")
+    assert store.get("k1") is not None
+    assert store.release("k1", token="token-a")
+    assert store.get("k1") is None
+    assert not store.release("k1", token="token-a")
+    assert not complete(store, "k1", "token-a")  # released means gone
+    assert reserve(store, "k1", "token-c").outcome == "reserved"
+    complete(store, "k1", "token-c")
+    assert not store.release("k1", token="token-c")  # a completed entry stays
+    assert store.get("k1").state == "completed"  # type: ignore[union-attr]
+
+
+# --- retention -----------------------------------------------------------------------
+
+
+def test_a_completed_entry_is_forgotten_after_retention(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    complete(store, "k1", "token-a", retention=100)
+    clock.advance(100 - 0.001)
+    assert store.get("k1") is not None
+    clock.advance(0.001)
+    assert store.get("k1") is None
+    assert store.list() == []
+    assert not complete(store, "k1", "token-a")
+    assert not store.release("k1", token="token-a")
+    assert reserve(store, "k1", "token-b").outcome == "reserved"
+
+
+def test_an_uncertain_entry_is_forgotten_after_retention(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a", lease=10, retention=100)
+    clock.advance(100)
+    assert store.get("k1") is None
+    assert not store.take_over("k1", old_token="token-a", new_token="b", lease_seconds=5)
+    assert not complete(store, "k1", "token-a")
+    assert reserve(store, "k1", "token-b").outcome == "reserved"
+
+
+# --- operator resolution -------------------------------------------------------------
+
+
+def test_resolve_with_a_response_completes_the_entry(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 1)
+    assert store.list(state="uncertain")[0].key == "k1"
+    answer = StoredResponse(200, (("X-Resolved", "yes"),), b'{"refunded":true,"by":"ops"}')
+    assert store.resolve("k1", response=answer, note="refund seen in ledger", retention_seconds=50)
+    entry = store.get("k1")
+    assert entry is not None
+    assert entry.state == "completed" and entry.response == answer
+    assert entry.note == "refund seen in ledger"
+    assert entry.expires_at == clock() + 50
+    assert reserve(store, "k1", "token-b").entry.response == answer
+    assert not complete(store, "k1", "token-a")  # the old worker cannot overwrite it
+    assert store.list(state="uncertain") == []
+
+
+def test_resolve_without_a_response_lets_the_next_arrival_run(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 1)
+    assert store.resolve("k1", response=None, note="not in ledger", retention_seconds=50)
+    assert store.get("k1") is None
+    assert not complete(store, "k1", "token-a")
+    assert reserve(store, "k1", "token-b").outcome == "reserved"
+
+
+def test_resolve_reports_missing_entries(store: IdempotencyStore, clock: Clock) -> None:
+    assert not store.resolve("nope", response=OK, note="", retention_seconds=50)
+    assert not store.resolve("nope", response=None, note="", retention_seconds=50)
+    reserve(store, "k1", "token-a", retention=40)
+    clock.advance(40)
+    assert not store.resolve("k1", response=OK, note="", retention_seconds=50)
+
+
+# --- listing and cleanup -----------------------------------------------------------
+
+
+def test_list_filters_by_effective_state_oldest_first(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "old", "t1", lease=10)
+    clock.advance(1)
+    reserve(store, "done", "t2", lease=100)
+    complete(store, "done", "t2")
+    clock.advance(1)
+    reserve(store, "busy", "t3", lease=100)
+    clock.advance(1)
+    reserve(store, "gone", "t4", lease=1, retention=5)
+    clock.now = T0 + 20
+
+    def keys(**kwargs: Any) -> list[str]:
+        return [entry.key for entry in store.list(**kwargs)]
+
+    assert keys() == ["old", "done", "busy"]
+    assert keys(state="uncertain") == ["old"]
+    assert keys(state="in_progress") == ["busy"]
+    assert keys(state="completed") == ["done"]
+    assert keys(limit=2) == ["old", "done"]
+    assert keys(limit=0) == []
+    assert store.list(state="completed")[0].response == OK
+
+
+def test_cleanup_removes_dead_records_in_bounded_batches(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    for index in range(5):
+        reserve(store, f"dead-{index}", "t", lease=5, retention=10)
+    complete(store, "dead-0", "t", retention=10)
+    reserve(store, "alive", "t", retention=1000)
+    assert store.remember_signature("sig-dead-1", ttl_seconds=10)
+    assert store.remember_signature("sig-dead-2", ttl_seconds=10)
+    assert store.remember_signature("sig-alive", ttl_seconds=1000)
+    assert store.cleanup() == 0
+    clock.advance(11)
+    batches = []
+    for _ in range(50):  # Redis resumes its SCAN across calls
+        batches.append(store.cleanup(limit=3))
+        if sum(batches) >= 7:
+            break
+    assert all(batch <= 3 for batch in batches)
+    assert sum(batches) == 7
+    assert store.cleanup() == 0
+    assert [entry.key for entry in store.list()] == ["alive"]
+    assert not store.remember_signature("sig-alive", ttl_seconds=1000)
+    assert store.cleanup(limit=0) == 0
+
+
+# --- replay memory -----------------------------------------------------------------
+
+
+def test_remember_signature_accepts_each_signature_once_per_ttl(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    signature = "sha256=" + "ab" * 32
+    assert store.remember_signature(signature, ttl_seconds=300)
+    assert not store.remember_signature(signature, ttl_seconds=300)
+    assert store.remember_signature("sha256=" + "cd" * 32, ttl_seconds=300)
+    clock.advance(299.5)
+    assert not store.remember_signature(signature, ttl_seconds=300)
+    clock.advance(0.5)
+    assert store.remember_signature(signature, ttl_seconds=300)
+    assert not store.remember_signature(signature, ttl_seconds=300)
+
+
+# --- concurrency within one process ---------------------------------------------------
+
+
+def test_threads_racing_for_one_key_get_one_reservation(store: IdempotencyStore) -> None:
+    threads_count = 16
+    barrier = threading.Barrier(threads_count)
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+
+    def attempt(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            outcomes.append(reserve(store, "race", f"thread-{index}").outcome)
+            outcomes.append(
+                "sig" if store.remember_signature("sig-race", ttl_seconds=60) else "seen"
+            )
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert outcomes.count("reserved") == 1
+    assert outcomes.count("in_progress") == threads_count - 1
+    assert outcomes.count("sig") == 1
+
+
+# --- the rest of the API ---------------------------------------------------------------
+
+
+def test_ping_and_close(store: IdempotencyStore) -> None:
+    store.ping()
+    reserve(store, "k1", "token-a")
+    store.close()
+    store.close()
+    # A closed store reconnects when used again.
+    assert store.get("k1") is not None
+    with store as same:
+        assert same is store
+
+
+def test_arguments_are_validated(store: IdempotencyStore) -> None:
+    with pytest.raises(ValueError):
+        reserve(store, "", "token-a")
+    with pytest.raises(ValueError):
+        reserve(store, "k1", "")
+    with pytest.raises(ValueError):
+        reserve(store, "k1", "token-a", lease=0)
+    with pytest.raises(ValueError):
+        reserve(store, "k1", "token-a", retention=float("inf"))
+    with pytest.raises(ValueError):
+        store.remember_signature("s", ttl_seconds=True)
+    with pytest.raises(ValueError):
+        store.list(state="done")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        store.list(limit=-1)
+    assert store.get("k1") is None
+
+
+# --- value objects ---------------------------------------------------------------------
+
+
+def test_stored_response_is_frozen_and_checked() -> None:
+    response = StoredResponse(200, [("A", "1")], bytearray(b"x"))  # type: ignore[arg-type]
+    assert response.headers == (("A", "1"),) and response.body == b"x"
+    with pytest.raises(ValueError):
+        StoredResponse(True)
+    with pytest.raises(ValueError):
+        StoredResponse(42)
+
+
+def test_entry_to_dict_for_listings() -> None:
+    entry = Entry(
+        key="k1",
+        state="in_progress",
+        token="secret-ish",
+        created_at=T0,
+        lease_expires_at=T0 + 10,
+        expires_at=T0 + 100,
+        meta=META,
+    )
+    assert entry.to_dict()["state"] == "in_progress"
+    assert entry.to_dict(now=T0 + 10)["state"] == "uncertain"
+    assert "secret-ish" not in repr(entry.to_dict())
+    done = Entry(**{**entry.__dict__, "state": "completed", "response": OK, "note": "n"})
+    data = done.to_dict(now=T0 + 50)
+    assert data["state"] == "completed"
+    assert data["response"] == {
+        "status": 200,
+        "headers": [["Content-Type", "application/json"]],
+        "body": '{"refunded":true}',
+    }
+    assert data["job_id"] == "job-test-001" and data["note"] == "n"
+    binary = Entry(**{**entry.__dict__, "state": "completed", "response": BINARY})
+    assert "body" not in binary.to_dict()["response"]
+    assert binary.to_dict()["response"]["body_base64"].startswith("AAECAwQF")
+
+
+def test_store_unavailable_is_a_bailing_error() -> None:
+    assert issubclass(StoreUnavailable, BailingError)
+    assert StoreUnavailable.reason == "store_unavailable"
+
+
+# --- store_from_url ----------------------------------------------------------------------
+
+
+def test_store_from_url_builds_each_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock
+) -> None:
+    memory = store_from_url("memory://", clock=clock)
+    assert isinstance(memory, MemoryStore) and memory.clock is clock
+
+    monkeypatch.chdir(tmp_path)
+    relative = store_from_url("sqlite:///data/idem.db", clock=clock)
+    assert isinstance(relative, SQLiteStore)
+    assert relative.path == str(tmp_path / "data" / "idem.db")
+    assert not (tmp_path / "data").exists()  # nothing touched before first use
+    reserve(relative, "k1", "t")
+    assert (tmp_path / "data" / "idem.db").exists()
+    relative.close()
+
+    absolute = store_from_url(f"sqlite:///{tmp_path}/abs%20dir/idem.db")
+    assert isinstance(absolute, SQLiteStore)
+    assert absolute.path == str(tmp_path / "abs dir" / "idem.db")
+
+    redis_store = store_from_url("redis://:hunter2@127.0.0.1:6390/3", clock=clock)
+    assert isinstance(redis_store, RedisStore) and redis_store.clock is clock
+    assert "hunter2" not in repr(redis_store)
+    assert isinstance(store_from_url("rediss://cache.internal:6380/0"), RedisStore)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://admin:hunter2@db/app",
+        "hunter2",
+        "sqlite://host/hunter2.db",
+        "sqlite:///",
+        "sqlite:///:memory:",
+        "sqlite:///x.db?mode=ro",
+        "memory://hunter2",
+        "redis://:hunter2@host:notaport/0",
+        "",
+    ],
+)
+def test_store_from_url_refuses_clearly_without_echoing_secrets(url: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        store_from_url(url)
+    assert "hunter2" not in str(info.value)
+    assert "memory://" in str(info.value) or "sqlite" in str(info.value) or "Redis" in str(
+        info.value
+    )
+
+
+# --- SQLite: files, processes, faults -----------------------------------------------------
+
+
+def test_sqlite_data_survives_reopening_the_file(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "idem.db"
+    first = SQLiteStore(path, clock=clock)
+    reserve(first, "done", "t1")
+    complete(first, "done", "t1", BINARY)
+    reserve(first, "running", "t2")
+    first.remember_signature("sig", ttl_seconds=60)
+    first.close()
+
+    second = SQLiteStore(str(path), clock=clock)
+    assert second.get("done").response == BINARY  # type: ignore[union-attr]
+    assert reserve(second, "done", "t3").outcome == "completed"
+    assert reserve(second, "running", "t3").outcome == "in_progress"
+    assert not second.remember_signature("sig", ttl_seconds=60)
+    second.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_sqlite_store_refuses_in_memory_databases() -> None:
+    with pytest.raises(ConfigurationError):
+        SQLiteStore(":memory:")
+
+
+def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
+    """One call of every store method, for the fault tests."""
+    return {
+        "reserve": lambda: reserve(store, "k-new", "t"),
+        "take_over": lambda: store.take_over(
+            "k-new", old_token="t", new_token="u", lease_seconds=5
+        ),
+        "complete": lambda: complete(store, "k-new", "t"),
+        "release": lambda: store.release("k-new", token="t"),
+        "get": lambda: store.get("k-new"),
+        "list": lambda: store.list(),
+        "resolve": lambda: store.resolve("k-new", response=None, note="", retention_seconds=5),
+        "cleanup": lambda: store.cleanup(),
+        "remember_signature": lambda: store.remember_signature("s", ttl_seconds=5),
+        "ping": store.ping,
+    }
+
+
+@pytest.mark.parametrize("damage", ["parent-is-a-file", "not-a-database"])
+def test_sqlite_failures_raise_store_unavailable_from_every_method(
+    tmp_path: Path, damage: str
+) -> None:
+    if damage == "parent-is-a-file":
+        (tmp_path / "blocker").write_text("x")
+        path = tmp_path / "blocker" / "idem.db"
+    else:
+        path = tmp_path / "idem.db"
+        path.write_bytes(b"this is not a database" * 100)
+    store = SQLiteStore(path)
+    for name, call in _all_calls(store).items():
+        with pytest.raises(StoreUnavailable) as info:
+            call()
+        assert str(path) in str(info.value), name
+
+
+def test_sqlite_busy_timeout_turns_a_held_lock_into_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "idem.db"
+    store = SQLiteStore(path, busy_timeout=0.2)
+    store.ping()  # creates the schema
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            reserve(store, "k1", "t")
+        assert store.get("k1") is None  # WAL: readers are not blocked
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert reserve(store, "k1", "t").outcome == "reserved"
+    store.close()
+
+
+def test_sqlite_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
+    # Threaded servers may run every request in a new thread.
+    store = SQLiteStore(tmp_path / "idem.db")
+    for index in range(20):
+        thread = threading.Thread(target=reserve, args=(store, f"k{index}", "t"))
+        thread.start()
+        thread.join()
+    store.get("k0")
+    assert len(store._connections) <= 2
+    assert len(store.list()) == 20
+    store.close()
+
+
+def _use_inherited_store(store: SQLiteStore, results: Any) -> None:
+    try:
+        results.put(reserve(store, "child", "t-child").outcome)
+    except BaseException as exc:  # pragma: no cover - reported by the parent
+        results.put(repr(exc))
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork()"
+)
+def test_sqlite_store_created_before_fork_works_in_the_child(tmp_path: Path) -> None:
+    # Pre-fork servers build the app (and the store) once, then fork workers.
+    store = SQLiteStore(tmp_path / "idem.db")
+    assert reserve(store, "parent", "t-parent").outcome == "reserved"
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_use_inherited_store, args=(store, results))
+    child.start()
+    try:
+        assert results.get(timeout=30) == "reserved"
+    finally:
+        child.join(timeout=30)
+    assert child.exitcode == 0
+    assert store.get("child").state == "in_progress"  # type: ignore[union-attr]
+    assert reserve(store, "parent", "t-other").outcome == "in_progress"
+    store.close()
+
+
+# --- several processes, one key ------------------------------------------------------------
+
+
+def _reserve_in_child(
+    kind: str, target: str, prefix: str, key: str, barrier: Any, results: Any
+) -> None:
+    """Runs in a spawned process: open a store of its own and race for ``key``."""
+    try:
+        backend: IdempotencyStore = (
+            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+        )
+        barrier.wait(timeout=60)
+        outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
+        remembered = backend.remember_signature("sig-shared", ttl_seconds=60)
+        backend.close()
+        results.put((outcome, remembered))
+    except BaseException as exc:  # pragma: no cover - reported by the parent
+        results.put((repr(exc), None))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_processes_racing_for_one_key_get_one_reservation(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    workers = 8
+    if kind == "sqlite":
+        # A fresh file: the workers also race to create the schema.
+        target = str(tmp_path / "shared" / "idem.db")
+    else:
+        target = request.getfixturevalue("redis_server").url
+    prefix = _prefix()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    results = context.Queue()
+    processes = [
+        context.Process(
+            target=_reserve_in_child, args=(kind, target, prefix, "refund:42", barrier, results)
+        )
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        answers = [results.get(timeout=60) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=30)
+    outcomes = sorted(outcome for outcome, _ in answers)
+    assert outcomes == ["in_progress"] * (workers - 1) + ["reserved"], answers
+    assert sorted(remembered for _, remembered in answers) == [False] * (workers - 1) + [True]
+    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    entry = check.get("refund:42")
+    assert entry is not None and entry.token.startswith("worker-")
+    check.close()
+
+
+# --- Redis: TTLs, clients and faults ---------------------------------------------------------
+
+
+def test_redis_ttl_reclaims_records_by_itself(redis_server: RedisServer) -> None:
+    import redis
+
+    prefix = _prefix()
+    store = RedisStore(redis_server.url, prefix=prefix)  # the real clock
+    raw = redis.Redis.from_url(redis_server.url)
+    try:
+        reserve(store, "k1", "t", lease=0.1, retention=0.2)
+        assert complete(store, "k1", "t", retention=0.2)
+        assert store.remember_signature("sig", ttl_seconds=0.2)
+        assert 0 < raw.pttl(f"{prefix}idem:k1") <= 200
+        time.sleep(0.4)
+        assert raw.exists(f"{prefix}idem:k1", f"{prefix}sig:sig") == 0
+        assert store.get("k1") is None
+        assert store.remember_signature("sig", ttl_seconds=0.2)
+    finally:
+        raw.close()
+        store.close()
+
+
+def test_redis_prefixes_keep_stores_apart(redis_server: RedisServer, clock: Clock) -> None:
+    one = RedisStore(redis_server.url, clock=clock, prefix="app[1]:")
+    two = RedisStore(redis_server.url, clock=clock, prefix="app[1]:x")
+    try:
+        reserve(one, "k", "t")
+        assert two.get("k") is None and two.list() == []
+        assert [entry.key for entry in one.list()] == ["k"]
+        assert one.release("k", token="t")
+    finally:
+        one.close()
+        two.close()
+
+
+def test_redis_store_accepts_a_client_but_not_a_decoding_one(
+    redis_server: RedisServer, clock: Clock
+) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    store = RedisStore(client, clock=clock, prefix=_prefix())
+    reserve(store, "k", "t")
+    store.close()
+    assert client.ping()  # the caller's client is left open
+    client.close()
+    decoding = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    with pytest.raises(ConfigurationError, match="decode_responses"):
+        RedisStore(decoding)
+    decoding.close()
+
+
+def test_redis_unreachable_raises_store_unavailable_without_the_password() -> None:
+    with socket_port_closed() as port:
+        store = RedisStore(f"redis://:hunter2@127.0.0.1:{port}/0", prefix=_prefix())
+        for name, call in _all_calls(store).items():
+            with pytest.raises(StoreUnavailable) as info:
+                call()
+            message = str(info.value)
+            assert "hunter2" not in message and f"127.0.0.1:{port}" in message, name
+
+
+def test_redis_password_in_the_url(
+    redis_server_factory: Callable[[], RedisServer], clock: Clock
+) -> None:
+    import redis
+
+    server = redis_server_factory()
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("requirepass", "correct-horse")
+    admin.close()
+    wrong = RedisStore(server.url.replace("redis://", "redis://:hunter2@"), prefix=_prefix())
+    with pytest.raises(StoreUnavailable) as info:
+        wrong.ping()
+    assert "hunter2" not in str(info.value)
+    assert "hunter2" not in repr(info.value.__cause__)
+    right = RedisStore(server.url.replace("redis://", "redis://:correct-horse@"), clock=clock)
+    assert reserve(right, "k1", "t").outcome == "reserved"
+    assert "correct-horse" not in repr(right)
+    right.close()
+
+
+def test_redis_outage_fails_fast_and_the_same_store_recovers(
+    redis_server_factory: Callable[[], RedisServer], clock: Clock
+) -> None:
+    server = redis_server_factory()
+    store = RedisStore(server.url, clock=clock, prefix=_prefix())
+    assert reserve(store, "k1", "token-a").outcome == "reserved"
+
+    server.stop()
+    for name, call in _all_calls(store).items():
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            call()
+        # Not a benchmark: a generous bound that only catches a hang.
+        assert time.monotonic() - started < 5, name
+    with pytest.raises(StoreUnavailable):
+        complete(store, "k1", "token-a")
+
+    server.start()  # same port, empty: nothing was persisted
+    store.ping()
+    assert store.get("k1") is None
+    assert reserve(store, "k1", "token-b").outcome == "reserved"
+    assert complete(store, "k1", "token-b")
+
+    # A restart between two calls is invisible: the pool reconnects.
+    server.restart()
+    assert reserve(store, "k2", "token-c").outcome == "reserved"
+    store.close()
+
+
+def test_redis_frozen_server_times_out_instead_of_hanging(
+    redis_server_factory: Callable[[], RedisServer], clock: Clock
+) -> None:
+    server = redis_server_factory()
+    store = RedisStore(server.url, clock=clock, prefix=_prefix())
+    reserve(store, "k1", "token-a")
+    server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="Timeout"):
+            store.get("k1")
+        assert time.monotonic() - started < 5  # the 2 s socket timeout, not a hang
+    finally:
+        server.resume()
+    # The timed-out connection was dropped, so no late answer is misread.
+    entry = store.get("k1")
+    assert entry is not None and entry.token == "token-a"
+    assert reserve(store, "k1", "token-b").outcome == "in_progress"
+    assert store.remember_signature("s", ttl_seconds=5)
+    store.close()
+
+
+class socket_port_closed:
+    """A loopback port nothing listens on, for the duration of the block."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))  # bound but not listening: refuses connections
+        return int(self._sock.getsockname()[1])
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._sock.close()
