@@ -7,6 +7,14 @@ detail.
 
 from __future__ import annotations
 
+from .context import (
+    ToolCall,
+    ToolInfo,
+    current_call,
+    current_subject,
+    get_current_call,
+    get_current_subject,
+)
 from .errors import (
     BailingError,
     ConfigurationError,
@@ -14,6 +22,8 @@ from .errors import (
     SignatureError,
     ToolDeclarationError,
 )
+from .extension import Bailing
+from .responses import ErrorInfo, tool_result
 from .signing import (
     CallbackVerifier,
     Verifier,
@@ -23,12 +33,25 @@ from .signing import (
     sign_tool_call,
     verify_callback,
 )
+from .tools import Param, tool, tool_defaults
 from .wsgi import BailingMiddleware, UnsignedHeaders, VerifiedCall
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Bailing",
     "BailingError",
+    "ErrorInfo",
+    "Param",
+    "ToolCall",
+    "ToolInfo",
+    "current_call",
+    "current_subject",
+    "get_current_call",
+    "get_current_subject",
+    "tool",
+    "tool_defaults",
+    "tool_result",
     "BailingMiddleware",
     "CallbackVerifier",
     "ConfigurationError",

@@ -66,11 +66,12 @@ class ConfigurationError(BailingError, ValueError):
     """
 
 
-class NotVerifiedError(BailingError, RuntimeError):
+class NotVerifiedError(BailingError):
     """A request-scoped accessor was used in a request the hub did not sign.
 
     Raised instead of returning a guess such as ``None`` (which would read
-    as "anonymous hub call").
+    as "anonymous hub call"). Deliberately not a ``RuntimeError``: Werkzeug's
+    proxies turn those into silent fallbacks (``bool(proxy)`` -> ``False``).
     """
 
 

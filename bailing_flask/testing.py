@@ -1,16 +1,40 @@
-"""Helpers to send requests exactly as BailingHub sends them, for tests and tools.
+"""Call your tools exactly as BailingHub does, in tests and from the CLI.
 
-Everything here signs through :mod:`bailing_flask.signing`, so a test that
-passes with these helpers passes for the same bytes the hub produces.
+:class:`HubSimulator` reads the catalog the app really serves, compiles it
+the way the hub does (:func:`bailing_flask.lint.compile_tools`), and builds
+each request with the hub's rules (``CONTRACT.md`` §3): JS property order,
+``encodeURIComponent`` for path parameters, ``URLSearchParams`` for the
+query, a ``JSON.stringify`` body of at least ``{}`` on every non-GET call,
+the hub's headers, the idempotency key for side-effecting tools, and the
+signature. It talks to a Flask app in-process or to a live URL.
 """
 
 from __future__ import annotations
 
+import hashlib
+import http.client
+import json
 import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
 
+from ._jsenc import encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
 from .signing import sign_tool_call
 
-__all__ = ["signed_headers", "catalog_headers", "PROBE_SUBJECT", "PROBE_BODY"]
+__all__ = [
+    "PROBE_SUBJECT",
+    "PROBE_BODY",
+    "HubRequest",
+    "HubResponse",
+    "HubSimulator",
+    "signed_headers",
+    "catalog_headers",
+    "idempotency_key",
+    "canonical_json",
+]
 
 #: The synthetic subject of the hub's authorization probe (``CONTRACT.md`` §5.3).
 PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
@@ -18,6 +42,7 @@ PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
 PROBE_BODY = (
     '{"subject":"__bailing_authz_probe__:nobody","reason":"bailing-authz-probe","expect":"deny"}'
 )
+ZERO_SIGNATURE = "sha256=" + "0" * 64
 
 
 def signed_headers(
@@ -66,3 +91,264 @@ def catalog_headers(secret: str, path_with_query: str, *, ts: int | str | None =
         "X-Bailing-Timestamp": stamp,
         "X-Bailing-Signature": sign_tool_call(secret, stamp, "GET", path_with_query),
     }
+
+
+def canonical_json(value: Any) -> str:
+    """The hub's canonical JSON: keys sorted by UTF-16 code units at every depth."""
+    if isinstance(value, Mapping):
+        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
+        return "{" + ",".join(json_stringify(str(k)) + ":" + canonical_json(value[k]) for k in keys) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(canonical_json(item) for item in value) + "]"
+    return json_stringify(value)
+
+
+def idempotency_key(tool: str, args: Mapping[str, Any], job_id: str, subject: str | None) -> str:
+    """``X-Bailing-Idempotency-Key`` as the hub derives it (``CONTRACT.md`` §8.1)."""
+    args_hash = hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+    envelope = {"args_hash": args_hash, "job_id": job_id, "on_behalf_of": subject or "", "tool": tool}
+    return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class HubRequest:
+    """One request as the hub would put it on the wire (relative to base_url)."""
+
+    method: str
+    #: what is signed (and, after the base_url prefix, requested)
+    path_with_query: str
+    headers: dict[str, str]
+    body: bytes = b""
+
+
+@dataclass
+class HubResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    request: HubRequest | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class _ToolShape:
+    name: str
+    method: str
+    path: str
+    scope: str
+    side_effecting: bool
+    param_in: dict[str, str] = field(default_factory=dict)
+
+
+class HubSimulator:
+    """Sign and send requests the way BailingHub does.
+
+    :param target: a Flask app (called in-process through its test client)
+        or the base URL of a live deployment (the hub's ``base_url``).
+    :param secret: the provider secret.
+    :param catalog_url: path (or full URL) of the catalog; defaults to the
+        well-known path under the base URL.
+    :param client: the ``X-Bailing-Client`` value of calls (``""`` if none).
+    :param clock: current Unix time, to test the window.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        secret: str,
+        *,
+        catalog_url: str | None = None,
+        client: str = "crm",
+        clock: Any = time.time,
+        timeout: float = 30.0,
+    ) -> None:
+        self.secret = secret
+        self.client = client
+        self.clock = clock
+        self.timeout = timeout
+        if isinstance(target, str):
+            parts = urlsplit(target)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"not an http(s) base URL: {target!r}")
+            self._app = None
+            self._scheme, self._netloc = parts.scheme, parts.netloc
+            self._prefix = parts.path.rstrip("/")
+        else:
+            self._app = target
+            self._scheme, self._netloc, self._prefix = "http", "localhost", ""
+        self.catalog_path = self._catalog_path(catalog_url)
+        self._document: dict[str, Any] | None = None
+
+    # -- transport -------------------------------------------------------------------
+
+    def _catalog_path(self, catalog_url: str | None) -> str:
+        if catalog_url is None:
+            if self._app is not None:
+                from .extension import Bailing
+
+                configured = Bailing.state(self._app).config("BAILING_CATALOG_PATH")
+                return str(configured)
+            return self._prefix + "/.well-known/bailing/tools.json"
+        parts = urlsplit(catalog_url)
+        return parts.path + ("?" + parts.query if parts.query else "") if parts.scheme else catalog_url
+
+    def send(self, method: str, wire_target: str, headers: Mapping[str, str], body: bytes = b"",
+             request: HubRequest | None = None) -> HubResponse:
+        """Send one request with the request-target exactly as given."""
+        if self._app is not None:
+            client = self._app.test_client()
+            path, _, query = wire_target.partition("?")
+            response = client.open(
+                path, method=method, query_string=query, data=body, headers=dict(headers),
+                environ_overrides={"REQUEST_URI": wire_target, "RAW_URI": wire_target},
+            )
+            return HubResponse(response.status_code, dict(response.headers), response.get_data(), request)
+        connection_class = (
+            http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        )
+        conn = connection_class(self._netloc, timeout=self.timeout)
+        try:
+            conn.putrequest(method, wire_target, skip_accept_encoding=True)
+            for name, value in headers.items():
+                conn.putheader(name, value.encode("latin-1"))
+            if body or method not in ("GET", "HEAD"):
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)
+            raw = conn.getresponse()
+            data = raw.read()
+            return HubResponse(raw.status, {k: v for k, v in raw.getheaders()}, data, request)
+        finally:
+            conn.close()
+
+    def _now(self) -> str:
+        return str(int(self.clock()))
+
+    # -- the catalog -----------------------------------------------------------------
+
+    def fetch_catalog(self, signature: str | None = "valid") -> HubResponse:
+        """``GET`` the catalog signed (``"valid"``), unsigned (``None``) or with 64 zeros (``"zeros"``)."""
+        headers: dict[str, str] = {}
+        if signature is not None:
+            headers = catalog_headers(self.secret, self.catalog_path, ts=self._now())
+            if signature == "zeros":
+                headers["X-Bailing-Signature"] = ZERO_SIGNATURE
+        return self.send("GET", self.catalog_path, headers)
+
+    def document(self, refresh: bool = False) -> dict[str, Any]:
+        """The catalog as the hub reads it (fetched signed once, then cached)."""
+        if self._document is None or refresh:
+            response = self.fetch_catalog()
+            if response.status != 200:
+                raise AssertionError(f"catalog fetch answered {response.status}: {response.text[:300]}")
+            self._document = response.json()
+        return self._document
+
+    def _shape(self, name: str) -> _ToolShape:
+        from .lint import compile_tools
+
+        document = self.document()
+        for compiled in compile_tools(document):
+            if compiled.name == name:
+                operation = document["paths"][compiled.path][compiled.method.lower()]
+                execution = operation.get("x-agent-capability", {}).get("execution") or {}
+                idempotent = compiled.method == "GET" or execution.get("idempotent") is True
+                return _ToolShape(
+                    name=compiled.name, method=compiled.method, path=compiled.path,
+                    scope=compiled.scope, side_effecting=not compiled.readonly and not idempotent,
+                    param_in=dict(compiled.param_in),
+                )
+        raise KeyError(f"no tool named {name!r} in the served catalog")
+
+    # -- tool calls --------------------------------------------------------------------
+
+    def build_call(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        subject: str | None = None,
+        job_id: str | None = None,
+        client: str | None = None,
+        idempotency: bool = True,
+    ) -> HubRequest:
+        """Build the exact request the hub would send for ``tool(**args)``."""
+        shape = self._shape(tool)
+        normalized = json.loads(json.dumps(dict(args or {})))  # the hub's JSON round trip
+        job = job_id if job_id is not None else str(uuid.uuid4())
+        path = shape.path
+        query: dict[str, str] = {}
+        extra_headers: dict[str, str] = {}
+        body: dict[str, Any] = {}
+        for key in js_property_order(normalized):
+            value = normalized[key]
+            if value is None:
+                continue
+            location = shape.param_in.get(key) or ("query" if shape.method == "GET" else "body")
+            if location == "path":
+                path = path.replace("{" + key + "}", encode_uri_component(js_string(value)))
+            elif location == "header":
+                extra_headers[key] = js_string(value)
+            elif location == "query":
+                query[key] = js_string(value)
+            else:
+                body[key] = value
+        qs = url_search_params(query.items())
+        path_with_query = path + ("?" + qs if qs else "")
+        raw_body = b"" if shape.method == "GET" else json_stringify(body).encode("utf-8")
+        key = None
+        if shape.side_effecting and idempotency:
+            key = idempotency_key(shape.name, normalized, job, subject)
+        headers = signed_headers(
+            self.secret, shape.method, path_with_query, raw_body, subject=subject, job_id=job,
+            client=self.client if client is None else client, tool_scope=shape.scope.strip(),
+            idempotency_key=key, ts=self._now(),
+        )
+        if raw_body:
+            headers["Content-Type"] = "application/json"
+        headers.update(extra_headers)  # declared header parameters come last, like the hub
+        return HubRequest(shape.method, path_with_query, headers, raw_body)
+
+    def call(self, tool: str, args: Mapping[str, Any] | None = None, **options: Any) -> HubResponse:
+        """Call a tool as the hub does and return the response."""
+        request = self.build_call(tool, args, **options)
+        return self.replay(request)
+
+    def replay(self, request: HubRequest, **header_changes: str | None) -> HubResponse:
+        """Send a request again, optionally changing (or, with ``None``, dropping) headers."""
+        headers = dict(request.headers)
+        for name, value in header_changes.items():
+            header = "X-Bailing-" + name.replace("_", "-").title()
+            if value is None:
+                headers.pop(header, None)
+            else:
+                headers[header] = value
+        return self.send(request.method, self._prefix + request.path_with_query, headers, request.body,
+                         request)
+
+    # -- the authorization probe --------------------------------------------------------
+
+    def probe(self, subject: str = PROBE_SUBJECT) -> HubResponse:
+        """Send the hub's authorization probe (dedicated endpoint, else a GET tool)."""
+        from .lint import authz_probe_target
+
+        target = authz_probe_target(self.document())
+        if target is None:
+            raise AssertionError("the catalog offers no probe target")
+        body = b""
+        if target.mode == "dedicated" and target.method == "POST":
+            body = PROBE_BODY.replace(PROBE_SUBJECT, subject).encode("utf-8")
+        headers = signed_headers(
+            self.secret, target.method, target.path, body, subject=subject, job_id="probe",
+            client="__probe__", ts=self._now(),
+            tool_scope="__probe__.authz" if target.mode == "dedicated" else None,
+        )
+        if target.mode == "dedicated":
+            headers["Content-Type"] = "application/json"
+        request = HubRequest(target.method, target.path, headers, body)
+        return self.send(target.method, self._prefix + target.path, headers, body, request)

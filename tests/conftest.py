@@ -10,6 +10,9 @@ from dataclasses import dataclass
 import pytest
 from werkzeug.serving import make_server
 
+# real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``
+pytest_plugins = ["tests._redis"]
+
 #: The secret of the hub's frozen test vectors (CONTRACT.md §2.5).
 HUB_SECRET = "bailing-test-secret"
 #: The ts of every frozen vector.
@@ -98,3 +101,20 @@ def live_server() -> Iterator[Callable[..., str]]:
     for server, thread in servers:
         server.shutdown()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def authz_app():
+    """The multi-tenant fixture app of tests/authz_app.py."""
+    from .authz_app import create_app
+
+    app, _ = create_app()
+    return app
+
+
+@pytest.fixture
+def hub(authz_app):
+    """A HubSimulator calling the authz app in-process, like the hub would."""
+    from bailing_flask.testing import HubSimulator
+
+    return HubSimulator(authz_app, STRONG_SECRET)

@@ -1,0 +1,185 @@
+"""Validate a call's arguments against the same declaration that built the catalog.
+
+The hub places undeclared arguments in the query (GET) or the body (other
+methods), so an unknown parameter means the model invented one: refuse it
+by name. Type errors name the parameter and what was expected, never the
+submitted value (the model sees error bodies; values may be personal data).
+"""
+
+from __future__ import annotations
+
+import json
+from types import MappingProxyType
+from typing import Any
+
+from flask import Request
+from pydantic import BaseModel, ValidationError
+
+from .registry import Tool
+
+__all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
+
+_EXPECTED = {
+    "int": "integer",
+    "float": "number",
+    "decimal": "number",
+    "bool": "boolean",
+    "string": "string",
+    "str": "string",
+    "dict": "object",
+    "model": "object",
+    "list": "array",
+    "tuple": "array",
+    "uuid": "UUID string",
+    "date": "date (YYYY-MM-DD)",
+    "datetime": "date-time (ISO 8601)",
+    "enum": "one of the declared values",
+    "literal": "one of the declared values",
+}
+#: error types whose message may quote the submitted value
+_OPAQUE = {"value_error", "assertion_error", "union_tag_invalid", "url_parsing", "json_invalid"}
+
+
+class ArgumentError(Exception):
+    """Arguments refused; ``reason`` is a stable code, ``errors`` names parameters."""
+
+    def __init__(self, reason: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.errors = errors
+
+
+class ValidatedArguments:
+    __slots__ = ("args", "query", "body")
+
+    def __init__(self, args: dict[str, Any], query: BaseModel | None, body: BaseModel | None) -> None:
+        self.args = MappingProxyType(args)
+        self.query = query
+        self.body = body
+
+
+def _expected(error_type: str, schema: dict[str, Any] | None) -> str | None:
+    if schema and isinstance(schema.get("type"), str):
+        if "enum" in schema:
+            return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+        return str(schema["type"])
+    prefix = error_type.split("_", 1)[0]
+    return _EXPECTED.get(prefix)
+
+
+def _describe_errors(
+    exc: ValidationError, location: str, properties: dict[str, Any]
+) -> list[dict[str, Any]]:
+    described = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = [str(part) for part in err["loc"]]
+        name = ".".join(loc) if loc else "(body)"
+        schema = properties.get(loc[0]) if loc else None
+        entry: dict[str, Any] = {"parameter": name, "location": location, "problem": err["type"]}
+        expected = _expected(err["type"], schema if len(loc) == 1 else None)
+        if err["type"] == "missing":
+            entry["message"] = "This parameter is required."
+        elif err["type"] in _OPAQUE:
+            entry["message"] = "The value is not valid for this parameter."
+        else:
+            entry["message"] = str(err["msg"])
+        if expected:
+            entry["expected"] = expected
+        described.append(entry)
+    return described
+
+
+def _allows_extra(model: type[BaseModel]) -> bool:
+    return model.model_config.get("extra") in ("allow", "ignore")
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    names = set()
+    for name, info in model.model_fields.items():
+        names.add(info.validation_alias if isinstance(info.validation_alias, str) else (info.alias or name))
+    return names
+
+
+def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
+    return dict((schema or {}).get("properties") or {})
+
+
+def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+    args = request.args
+    repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
+    if repeated:
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": k, "location": "query", "problem": "repeated",
+             "message": "This parameter was sent more than once."} for k in repeated
+        ])
+    model = tool.query_model
+    if model is None:
+        unknown = sorted(args.keys())
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in unknown
+            ])
+        return None, {}
+    if not _allows_extra(model):
+        unknown = sorted(set(args.keys()) - _field_names(model))
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in unknown
+            ])
+    properties = {p["name"]: p.get("schema") for p in tool.parameters if p.get("in") == "query"}
+    try:
+        query = model.model_validate(args.to_dict())
+    except ValidationError as exc:
+        raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
+    return query, query.model_dump()
+
+
+def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+    if tool.method == "GET":
+        return None, {}
+    raw = request.get_data(cache=True)
+    if raw.strip() == b"":
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ArgumentError("invalid_body", [
+                {"parameter": "(body)", "location": "body", "problem": "json_invalid",
+                 "message": "The body is not valid JSON."}
+            ]) from None
+    if not isinstance(data, dict):
+        raise ArgumentError("invalid_body", [
+            {"parameter": "(body)", "location": "body", "problem": "not_an_object",
+             "message": "The body must be a JSON object.", "expected": "object"}
+        ])
+    model = tool.body_model
+    if model is None:
+        if data:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "body"} for k in sorted(data)
+            ])
+        return None, {}
+    if not _allows_extra(model):
+        unknown = sorted(set(data) - _field_names(model))
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "body"} for k in unknown
+            ])
+    try:
+        body = model.model_validate(data)
+    except ValidationError as exc:
+        raise ArgumentError(
+            "invalid_parameter", _describe_errors(exc, "body", _properties(tool.body_schema))
+        ) from None
+    return body, body.model_dump()
+
+
+def validate_arguments(tool: Tool, request: Request, view_args: dict[str, Any]) -> ValidatedArguments:
+    """Validate path, query and body; path values are already typed by the route."""
+    query, query_args = _validate_query(tool, request)
+    body, body_args = _validate_body(tool, request)
+    args: dict[str, Any] = dict(view_args)
+    args.update(query_args)
+    args.update(body_args)  # like the hub: a body property overrides same-named parameters
+    return ValidatedArguments(args, query, body)

@@ -1,0 +1,104 @@
+"""``flask bailing ...``: export, check and list the catalog (and more).
+
+Each command works on the app's compiled registry, the very object that
+serves the catalog, so what the CLI says is what the hub gets.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from .catalog import serialize
+
+__all__ = ["bailing_cli"]
+
+bailing_cli = AppGroup("bailing", help="BailingHub integration: catalog, checks and diagnostics.")
+
+
+def _state():  # type: ignore[no-untyped-def]
+    from .extension import Bailing
+
+    return Bailing.state(current_app)
+
+
+def _print_findings(findings, stream=None) -> None:  # type: ignore[no-untyped-def]
+    for finding in findings:
+        line = f"{finding.severity.upper():7} {finding.code:32} {finding.path}: {finding.message}"
+        click.echo(line, file=stream)
+        if finding.suggestion:
+            click.echo(f"        -> {finding.suggestion}", file=stream)
+
+
+@bailing_cli.command("export")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of standard output.")
+@click.option("--indent", type=int, default=None, help="Pretty-print with this indent.")
+def export_command(output: str | None, indent: int | None) -> None:
+    """Write the tool catalog (OpenAPI 3 + x-agent-capability). Errors stop the export."""
+    catalog = _state().catalog()
+    warnings = [f for f in catalog.findings if f.severity == "warning"]
+    if catalog.errors:
+        _print_findings(catalog.errors, sys.stderr)
+        raise click.ClickException(f"{len(catalog.errors)} error(s): the catalog was not exported")
+    _print_findings(warnings, sys.stderr)
+    data = (
+        json.dumps(catalog.document, ensure_ascii=False, indent=indent).encode("utf-8")
+        if indent is not None
+        else serialize(catalog.document)
+    )
+    if output:
+        with open(output, "wb") as handle:
+            handle.write(data + b"\n")
+        click.echo(f"wrote {len(catalog.document['paths'])} path(s) to {output}", err=True)
+    else:
+        click.echo(data.decode("utf-8"))
+
+
+@bailing_cli.command("check")
+def check_command() -> None:
+    """Lint the catalog like the hub compiles it; exit 1 on errors."""
+    catalog = _state().catalog()
+    _print_findings(catalog.findings)
+    errors = len(catalog.errors)
+    warnings = sum(1 for f in catalog.findings if f.severity == "warning")
+    click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
+    if errors:
+        sys.exit(1)
+
+
+@bailing_cli.command("tools")
+def tools_command() -> None:
+    """List exported tools, and declared routes that are not exported (and why)."""
+    state = _state()
+    registry = state.registry()
+    catalog = state.catalog()
+    excluded = set(catalog.excluded)
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
+    for tool in registry.tools:
+        note = []
+        if tool.operation_key in excluded:
+            note.append("NOT SERVED: has errors (flask bailing check)")
+        if tool.options.deprecated:
+            note.append("deprecated: not exposed")
+        if tool.subject_required:
+            note.append("subject required")
+        if tool.sensitive:
+            note.append("sensitive")
+        if tool.side_effecting:
+            note.append("side effect")
+        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+    if registry.not_exported:
+        click.echo("\nDeclared but not exported:")
+        for item in registry.not_exported:
+            click.echo(f"  {item.method:7} {item.rule}  ({item.endpoint}): {item.reason}")
+    for finding in catalog.findings:
+        if finding.code == "decorator_order":
+            click.echo(f"\n{finding.message}")

@@ -1,0 +1,248 @@
+"""``Bailing``: the Flask extension that wires everything into one app.
+
+``init_app`` installs the verifying middleware on ``app.wsgi_app``,
+registers the well-known endpoints and the ``flask bailing`` commands, and
+keeps per-app state in ``app.extensions["bailing"]`` (so one ``Bailing``
+object can serve several apps, app factories included). The registry and
+the catalog are compiled lazily and rebuilt when routes change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from flask import Flask, Response
+
+from .catalog import Catalog, build_catalog
+from .errors import ConfigurationError, SignatureError
+from .registry import Registry, build_registry
+from .responses import ErrorInfo, json_response
+from .settings import DEFAULTS
+from .tools import tool as _tool
+from .wsgi import BailingMiddleware
+
+__all__ = ["Bailing", "BailingState"]
+
+logger = logging.getLogger("bailing_flask")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _rule_count(app: Flask) -> int:
+    rules = getattr(app.url_map, "_rules", None)
+    if isinstance(rules, list):
+        return len(rules)
+    return sum(1 for _ in app.url_map.iter_rules())
+
+
+class BailingState:
+    """Per-app state: configuration, middleware, compiled registry and catalog."""
+
+    def __init__(self, ext: Bailing, app: Flask, middleware: BailingMiddleware) -> None:
+        self.ext = ext
+        self.app = app
+        self.middleware = middleware
+        self._lock = threading.Lock()
+        self._registry: Registry | None = None
+        self._catalog: Catalog | None = None
+        self._warned: set[Any] = set()
+        self._store: Any = None
+        self.idempotency: Any = None
+
+    def config(self, key: str) -> Any:
+        return self.app.config.get(key, DEFAULTS.get(key))
+
+    # -- compiled views of the app ------------------------------------------------
+
+    def registry(self) -> Registry:
+        """The compiled tools; rebuilt if routes were added since the last build."""
+        current = self._registry
+        if current is not None and current.rule_count == _rule_count(self.app):
+            return current
+        with self._lock:
+            current = self._registry
+            if current is None or current.rule_count != _rule_count(self.app):
+                current = build_registry(self.app, self.ext.authorizer_func is not None)
+                self._registry = current
+                self._catalog = None
+        return current
+
+    def catalog(self) -> Catalog:
+        """The catalog of the current registry, memoised with it."""
+        registry = self.registry()
+        catalog = self._catalog
+        if catalog is not None and self._registry is registry:
+            return catalog
+        with self._lock:
+            if self._catalog is None or self._registry is not registry:
+                catalog = build_catalog(
+                    registry,
+                    title=self.config("BAILING_CATALOG_TITLE") or self.app.name,
+                    version=str(self.config("BAILING_CATALOG_VERSION")),
+                    probe_path=self.config("BAILING_PROBE_PATH"),
+                )
+                self._catalog = catalog
+                self._log_findings(catalog)
+            else:
+                catalog = self._catalog
+        return catalog
+
+    def _log_findings(self, catalog: Catalog) -> None:
+        for finding in catalog.findings:
+            key = ("finding", finding.code, finding.path)
+            if finding.severity == "error":
+                self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message,
+                               level=logging.ERROR)
+            elif finding.severity == "warning":
+                self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message)
+        for excluded in catalog.excluded:
+            self.warn_once(("excluded", excluded),
+                           "bailing: %s is left out of the served catalog because of the errors above",
+                           excluded, level=logging.ERROR)
+
+    def warn_once(self, key: Any, message: str, *args: Any, level: int = logging.WARNING) -> None:
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        logger.log(level, message, *args)
+
+    # -- responses ---------------------------------------------------------------
+
+    def error_response(self, info: ErrorInfo) -> Response:
+        """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
+        handler = self.ext.error_handler_func
+        if handler is not None:
+            rendered = handler(info)
+            if rendered is not None:
+                response = self.app.make_response(rendered)
+                return response
+        return json_response(info.payload(), info.status, {"Cache-Control": "no-store"})
+
+    def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Middleware refusals go through the same hook (inside an app context)."""
+        if self.ext.error_handler_func is None:
+            return None
+        info = ErrorInfo(error.status, error.reason, error.message)
+        with self.app.app_context():
+            response = self.error_response(info)
+            return response.status_code, list(response.headers.items()), response.get_data()
+
+    # -- side effects ----------------------------------------------------------------
+
+    def run_side_effect(self, tool: Any, call: Any, execute: Callable[[], Response]) -> Response:
+        """Run the view, de-duplicated when the tool has side effects (see idempotency)."""
+        if self.idempotency is None:
+            return execute()
+        return self.idempotency.run(tool, call, execute)  # type: ignore[no-any-return]
+
+
+class Bailing:
+    """The BailingHub integration for a Flask app.
+
+    :param app: the app, or ``None`` to call :meth:`init_app` later.
+    :param options: defaults for the ``BAILING_*`` settings, by their
+        lower-case name without the prefix (``secrets=...``, ``window=...``);
+        values in ``app.config`` win.
+    """
+
+    def __init__(self, app: Flask | None = None, **options: Any) -> None:
+        self._options: dict[str, Any] = {}
+        for name, value in options.items():
+            key = "BAILING_" + name.upper()
+            if key not in DEFAULTS and key != "BAILING_SECRET":
+                raise ConfigurationError(f"unknown Bailing option {name!r} (no setting {key})")
+            self._options[key] = value
+        self.authorizer_func: Callable[..., Any] | None = None
+        self.subject_loader_func: Callable[[str], Any] | None = None
+        self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Install the middleware, endpoints and CLI on ``app``."""
+        if "bailing" in app.extensions:
+            raise ConfigurationError("Bailing was already initialised for this app")
+        for key, value in self._options.items():
+            app.config.setdefault(key, value)
+        for key, value in DEFAULTS.items():
+            app.config.setdefault(key, value)
+        secrets = app.config.get("BAILING_SECRETS")
+        if secrets is None and app.config.get("BAILING_SECRET") is not None:
+            secrets = app.config["BAILING_SECRET"]
+        state_holder: list[BailingState] = []
+        middleware = BailingMiddleware(
+            app.wsgi_app,
+            secrets,
+            window=app.config["BAILING_WINDOW"],
+            max_body_size=app.config["BAILING_MAX_BODY_SIZE"],
+            spool_threshold=app.config["BAILING_SPOOL_THRESHOLD"],
+            catalog_path=app.config["BAILING_CATALOG_PATH"],
+            public_prefix=app.config["BAILING_PUBLIC_PREFIX"],
+            require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
+            raw_target=app.config["BAILING_RAW_TARGET"],
+            error_renderer=lambda error: state_holder[0].render_signature_error(error),
+            setting="BAILING_SECRETS",
+        )
+        app.wsgi_app = middleware  # type: ignore[method-assign]
+        state = BailingState(self, app, middleware)
+        state_holder.append(state)
+        app.extensions["bailing"] = state
+
+        from .wellknown import make_blueprint
+
+        app.register_blueprint(make_blueprint(state))
+        from .cli import bailing_cli
+
+        app.cli.add_command(bailing_cli)
+        if app.config["BAILING_PUBLIC_CATALOG"]:
+            logger.warning(
+                "bailing: BAILING_PUBLIC_CATALOG is on: the tool catalog at %s is readable without "
+                "a signature (hub policy public_allowed). Tool calls remain signed and authorized.",
+                app.config["BAILING_CATALOG_PATH"],
+            )
+
+        compiled: list[bool] = []
+
+        @app.before_request
+        def _bailing_first_request() -> None:
+            # compile once early so declaration problems are logged at start-up
+            if compiled:
+                return
+            compiled.append(True)
+            try:
+                state.catalog()
+            except Exception:
+                logger.exception("bailing: the tool catalog could not be built")
+
+    # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
+
+    def tool(self, target: Any = None, /, **options: Any) -> Any:
+        """Same as :func:`bailing_flask.tool`."""
+        return _tool(target, **options)
+
+    def authorizer(self, func: F) -> F:
+        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows."""
+        self.authorizer_func = func
+        return func
+
+    def subject_loader(self, func: F) -> F:
+        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user."""
+        self.subject_loader_func = func
+        return func
+
+    def error_handler(self, func: F) -> F:
+        """Register ``func(error: ErrorInfo) -> response | None`` to restyle refusals."""
+        self.error_handler_func = func
+        return func
+
+    # -- accessors ----------------------------------------------------------------------
+
+    @staticmethod
+    def state(app: Flask) -> BailingState:
+        state = app.extensions.get("bailing")
+        if state is None:
+            raise RuntimeError("Bailing was not initialised for this app")
+        return state  # type: ignore[no-any-return]

@@ -1,0 +1,401 @@
+"""From ``app.url_map`` and the declarations to the list of tools.
+
+The registry is the one compiled view of "what tools does this app have":
+the catalog renders it, the gate looks calls up in it, the CLI lists it,
+the probe walks it. It is built lazily (after every blueprint is
+registered) and rebuilt when routes are added, so it never goes stale.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask
+from pydantic import BaseModel, ConfigDict, create_model
+
+from ._schema import converter_schema, model_schema, type_schema
+from .errors import ToolDeclarationError
+from .lint import Finding
+from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
+
+__all__ = ["Tool", "Registry", "NotExported", "build_registry"]
+
+_RULE_VAR = re.compile(
+    r"<(?:(?P<converter>[a-zA-Z_][a-zA-Z0-9_]*)(?:\((?P<args>.*?)\))?:)?(?P<variable>[a-zA-Z_][a-zA-Z0-9_]*)>"
+)
+_METHOD_ORDER = {m: i for i, m in enumerate(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"))}
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: Characters a route's literal text may contain and still be reproduced
+#: exactly when the server gives no raw request target.
+_SAFE_LITERAL = re.compile(r"^[A-Za-z0-9\-._~!*'()/]*$")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One exported (or exportable) tool: a route, a method and its options."""
+
+    name: str
+    method: str
+    #: OpenAPI path template, relative to the application root.
+    path: str
+    rule: str
+    endpoint: str
+    view_name: str
+    options: ToolOptions
+    scope: str
+    risk: str
+    description: str | None
+    readonly: bool
+    idempotent: bool
+    subject_required: bool
+    sensitive: bool
+    parameters: tuple[dict[str, Any], ...]
+    body_schema: dict[str, Any] | None
+    query_model: type[BaseModel] | None
+    body_model: type[BaseModel] | None
+    path_kinds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def side_effecting(self) -> bool:
+        """Exactly when the hub sends ``X-Bailing-Idempotency-Key`` (§8.1)."""
+        return not self.readonly and not self.idempotent
+
+    @property
+    def operation_key(self) -> str:
+        """``"<METHOD> <path>"``, the key the hub's diagnostics use."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def authorizer(self) -> Callable[..., Any] | None:
+        return self.options.authorizer
+
+
+@dataclass(frozen=True)
+class NotExported:
+    """A declared route that is not in the catalog, and why."""
+
+    endpoint: str
+    method: str
+    rule: str
+    reason: str
+
+
+@dataclass
+class Registry:
+    tools: list[Tool]
+    not_exported: list[NotExported]
+    findings: list[Finding]
+    by_endpoint: dict[tuple[str, str], Tool]
+    rule_count: int
+
+    def lookup(self, endpoint: str | None, method: str) -> Tool | None:
+        """The tool serving ``method`` on ``endpoint`` (HEAD is served by GET)."""
+        if endpoint is None:
+            return None
+        found = self.by_endpoint.get((endpoint, method))
+        if found is None and method == "HEAD":
+            found = self.by_endpoint.get((endpoint, "GET"))
+        return found
+
+    def by_name(self, name: str) -> Tool | None:
+        for candidate in self.tools:
+            if candidate.name == name:
+                return candidate
+        return None
+
+
+def _openapi_path(rule: str) -> str:
+    return _RULE_VAR.sub(lambda m: "{" + m["variable"] + "}", rule)
+
+
+def _snake(text: str) -> str:
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text)
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def _doc_summary(view: Callable[..., Any]) -> str | None:
+    doc = inspect.getdoc(view)
+    if not doc:
+        return None
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ").strip() or None
+
+
+def _blueprint_defaults(app: Flask, endpoint: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    name = endpoint.rpartition(".")[0]
+    parts = name.split(".") if name else []
+    for depth in range(1, len(parts) + 1):
+        blueprint = app.blueprints.get(".".join(parts[:depth]))
+        defaults = get_defaults(blueprint) if blueprint is not None else None
+        if defaults is not None:
+            merged.update(defaults.explicit())
+    return merged
+
+
+def _declarations(view: Callable[..., Any], methods: Iterable[str]) -> dict[str, tuple[Declaration, dict[str, Any]]]:
+    """Per HTTP method: the declaration and its class-level defaults."""
+    found: dict[str, tuple[Declaration, dict[str, Any]]] = {}
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None:
+        class_defaults = get_defaults(view_class)
+        defaults = class_defaults.explicit() if class_defaults else {}
+        for method in methods:
+            declaration = get_declaration(getattr(view_class, method.lower(), None))
+            if declaration is not None:
+                found[method] = (declaration, defaults)
+        return found
+    declaration = get_declaration(view)
+    if declaration is not None:
+        for method in methods:
+            found[method] = (declaration, {})
+    return found
+
+
+def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] | None:
+    if not params:
+        return None
+    fields: dict[str, Any] = {}
+    for param in params:
+        annotation = Any if isinstance(param.type, dict) else param.type
+        if param.required:
+            fields[param.name] = (annotation, ...)
+        else:
+            fields[param.name] = (annotation | None if annotation is not Any else Any, None)
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        f"{name}_query", __config__=ConfigDict(extra="forbid"), **fields
+    )
+
+
+def _parameters(
+    rule: Any, options: ToolOptions, name: str, method: str, where: str
+) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
+    """OpenAPI parameter objects from the route and the declaration."""
+    explicit = {(p.location, p.name): p for p in options.params or ()}
+    converters = getattr(rule, "_converters", None) or {}
+    parameters: list[dict[str, Any]] = []
+    kinds: dict[str, str] = {}
+    for match in _RULE_VAR.finditer(rule.rule):
+        variable = match["variable"]
+        converter = converters.get(variable)
+        if converter is not None:
+            schema, kind = converter_schema(converter)
+        else:  # a Werkzeug without ``_converters``: fall back to the rule text
+            kind = {"int": "int", "float": "float", "uuid": "uuid", "any": "any", "path": "path"}.get(
+                match["converter"] or "string", "string"
+            )
+            schema = {"int": {"type": "integer"}, "float": {"type": "number"}}.get(
+                kind, {"type": "string"}
+            )
+        kinds[variable] = kind
+        described = explicit.pop(("path", variable), None)
+        if described is not None and described.type is not str:
+            schema = type_schema(described.type, where)
+        parameter: dict[str, Any] = {"name": variable, "in": "path", "required": True}
+        if described is not None and described.description:
+            parameter["description"] = described.description
+        parameter["schema"] = schema
+        parameters.append(parameter)
+    for location, param_name in explicit:
+        if location == "path":
+            raise ToolDeclarationError(
+                f"{where}: Param({param_name!r}, location='path') is not a variable of {rule.rule!r}"
+            )
+    query_model = options.query
+    if query_model is not None:
+        schema = model_schema(query_model, where)
+        required = set(schema.get("required", []))
+        for prop, prop_schema in (schema.get("properties") or {}).items():
+            prop_schema = dict(prop_schema)
+            description = prop_schema.pop("description", None)
+            parameter = {"name": prop, "in": "query", "required": prop in required}
+            if description:
+                parameter["description"] = description
+            parameter["schema"] = prop_schema
+            parameters.append(parameter)
+    query_params = [p for p in explicit.values() if p.location == "query"]
+    header_params = [p for p in explicit.values() if p.location == "header"]
+    for param in query_params + header_params:
+        parameter = {"name": param.name, "in": param.location, "required": param.required}
+        if param.description:
+            parameter["description"] = param.description
+        parameter["schema"] = type_schema(param.type, where)
+        parameters.append(parameter)
+    if query_model is None:
+        query_model = _param_model(name, query_params, where)
+    elif query_params:
+        raise ToolDeclarationError(
+            f"{where}: declare query parameters either with query= or with params=, not both"
+        )
+    return parameters, kinds, query_model
+
+
+def _effective_options(
+    app: Flask, endpoint: str, declaration: Declaration, class_defaults: dict[str, Any]
+) -> ToolOptions:
+    layered = _blueprint_defaults(app, endpoint)
+    layered.update(class_defaults)
+    layered.update(declaration.options.explicit())
+    return ToolOptions.model_construct(**layered)
+
+
+def _default_name(endpoint: str, method: str, several: bool) -> str:
+    base = _snake(endpoint.replace(".", "_"))
+    return f"{base}_{method.lower()}" if several else base
+
+
+def _compile_tool(
+    app: Flask, rule: Any, method: str, declaration: Declaration, class_defaults: dict[str, Any],
+    several: bool,
+) -> Tool:
+    options = _effective_options(app, rule.endpoint, declaration, class_defaults)
+    where = f"{declaration.qualname} ({method} {rule.rule})"
+    name = options.name or _default_name(rule.endpoint, method, several)
+    parameters, kinds, query_model = _parameters(rule, options, name, method, where)
+    body_schema: dict[str, Any] | None = None
+    if options.body is not None:
+        body_schema = model_schema(options.body, where)
+    scope = options.scope or ""
+    if options.scope_prefix and scope:
+        scope = options.scope_prefix + scope
+    readonly = method == "GET" or bool(options.readonly)
+    idempotent = method == "GET" or bool(options.idempotent)
+    risk = options.risk or ("medium" if method != "GET" and not readonly else "low")
+    description = options.description or _doc_summary(declaration.view)
+    return Tool(
+        name=name,
+        method=method,
+        path=_openapi_path(rule.rule),
+        rule=rule.rule,
+        endpoint=rule.endpoint,
+        view_name=declaration.qualname,
+        options=options,
+        scope=scope,
+        risk=risk,
+        description=description,
+        readonly=readonly,
+        idempotent=idempotent,
+        subject_required=bool(options.subject_required),
+        sensitive=bool(options.sensitive),
+        parameters=tuple(parameters),
+        body_schema=body_schema,
+        query_model=query_model,
+        body_model=options.body,
+        path_kinds=kinds,
+    )
+
+
+def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
+    findings: list[Finding] = []
+    key = tool.operation_key
+    if tool.authorizer is None and not has_app_authorizer:
+        findings.append(Finding(
+            "error", "no_authorizer", key,
+            f"tool {tool.name!r} ({tool.view_name}) has no authorizer: every call would be refused with 403",
+            "register one with @bailing.authorizer or pass authorizer= to @tool", "bailing",
+        ))
+    for variable, kind in tool.path_kinds.items():
+        if kind == "float":
+            findings.append(Finding(
+                "warning", "float_path_param", key,
+                f"path parameter {variable!r} uses Werkzeug's float converter, which does not match whole "
+                "numbers; the hub sends 9.0 as '9', so such calls would 404",
+                "use a query or body parameter of type number", "bailing",
+            ))
+        elif kind in ("custom",):
+            findings.append(Finding(
+                "info", "custom_converter", key,
+                f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
+                None, "bailing",
+            ))
+    literal = _RULE_VAR.sub("", tool.rule)
+    if not _SAFE_LITERAL.match(literal):
+        findings.append(Finding(
+            "warning", "rule_literal_not_reproducible", key,
+            f"the route {tool.rule!r} contains characters outside A-Z a-z 0-9 - . _ ~ ! * ' ( ); "
+            "they verify only on servers that report the raw request target (RAW_URI/REQUEST_URI)",
+            "rename the route or make sure the server sets REQUEST_URI", "bailing",
+        ))
+    return findings
+
+
+def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
+    """Compile every declared route of ``app``; never raises for lint-level problems.
+
+    Declaration errors that make a tool impossible to describe (a bad model,
+    a Param naming no route variable) raise :class:`ToolDeclarationError`.
+    """
+    tools: list[Tool] = []
+    not_exported: list[NotExported] = []
+    findings: list[Finding] = []
+    by_endpoint: dict[tuple[str, str], Tool] = {}
+    rules = list(app.url_map.iter_rules())
+    for rule in rules:
+        view = app.view_functions.get(rule.endpoint)
+        if view is None:
+            continue
+        methods = sorted((rule.methods or set()) - {"OPTIONS"}, key=lambda m: _METHOD_ORDER.get(m, 99))
+        declared = _declarations(view, methods)
+        if not declared:
+            wrapped_by = get_wrapped_by(view)
+            if wrapped_by is not None:
+                findings.append(Finding(
+                    "error", "decorator_order", f"- {rule.rule}",
+                    f"{wrapped_by.qualname} is routed without its @tool guard: put @tool below the route "
+                    "decorator so the registered view is the guarded one", None, "bailing",
+                ))
+            continue
+        # HEAD is added by Flask to every GET route; it is only a tool if declared so.
+        candidates = [
+            m for m in methods
+            if m in declared and (m != "HEAD" or "HEAD" in (declared[m][0].options.methods or ()))
+        ]
+        enabled_methods = []
+        for method in candidates:
+            declaration, class_defaults = declared[method]
+            options = _effective_options(app, rule.endpoint, declaration, class_defaults)
+            if options.enabled is False:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "enabled=False"))
+            elif options.methods is not None and method not in options.methods:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "method not in methods="))
+            else:
+                enabled_methods.append(method)
+        several = len(enabled_methods) > 1
+        for method in enabled_methods:
+            if (rule.endpoint, method) in by_endpoint:
+                first = by_endpoint[(rule.endpoint, method)]
+                not_exported.append(NotExported(
+                    rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
+                ))
+                continue
+            declaration, class_defaults = declared[method]
+            compiled = _compile_tool(app, rule, method, declaration, class_defaults, several)
+            if compiled.options.deprecated:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
+            by_endpoint[(rule.endpoint, method)] = compiled
+            tools.append(compiled)
+            findings.extend(_route_findings(compiled, has_app_authorizer))
+    tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
+    findings.extend(_duplicate_names(tools))
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules))
+
+
+def _duplicate_names(tools: list[Tool]) -> list[Finding]:
+    """Two tools with one name break every tool of a job in the hub: name both views."""
+    first_by_name: dict[str, Tool] = {}
+    findings = []
+    for tool in tools:
+        if tool.options.deprecated:
+            continue
+        first = first_by_name.setdefault(tool.name, tool)
+        if first is not tool:
+            findings.append(Finding(
+                "error", "duplicate_tool_name", tool.operation_key,
+                f"tool name {tool.name!r} is used by both {first.view_name} ({first.operation_key}) "
+                f"and {tool.view_name} ({tool.operation_key})",
+                "give one of them another name=", "bailing",
+            ))
+    return findings

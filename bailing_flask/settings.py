@@ -1,0 +1,88 @@
+"""Every configuration key, its default and its effect, in one place.
+
+``Bailing.init_app`` applies these with ``app.config.setdefault``, after
+any options given to the ``Bailing(...)`` constructor. The documentation's
+configuration reference is generated from :data:`SETTINGS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Setting", "SETTINGS", "DEFAULTS"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    doc: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("BAILING_SECRETS", None,
+            "Provider secret(s) of this tool source in the hub: a string, a list (rotation; "
+            "labelled by index) or a mapping label -> secret. Required: the app refuses to start "
+            "without one. `BAILING_SECRET` (one string) is accepted too."),
+    Setting("BAILING_WINDOW", 300,
+            "Accepted clock difference in seconds for tool calls, exclusive and symmetric "
+            "(1-3600). The hub's SDKs use 300."),
+    Setting("BAILING_MAX_BODY_SIZE", 10 * MiB,
+            "Largest signed request body accepted; larger ones get 413 `body_too_large` "
+            "before they are read completely."),
+    Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
+            "Signed bodies above this size are buffered in a temporary file, not in memory."),
+    Setting("BAILING_PUBLIC_PREFIX", None,
+            "The path of the hub's base_url as the public sees it, when a reverse proxy strips "
+            "it without telling the app (no X-Forwarded-Prefix). Defaults to SCRIPT_NAME."),
+    Setting("BAILING_RAW_TARGET", "auto",
+            "`auto`: sign the raw request target the server reports (RAW_URI/REQUEST_URI), "
+            "else re-encode PATH_INFO. `reconstruct`: always re-encode (when REQUEST_URI was "
+            "rewritten upstream)."),
+    Setting("BAILING_REQUIRE_SIGNATURE", (),
+            "Extra path prefixes on which the middleware refuses unsigned requests outright "
+            "(tool routes already refuse them)."),
+    Setting("BAILING_CATALOG_PATH", "/.well-known/bailing/tools.json",
+            "Where the catalog is served, relative to the application root."),
+    Setting("BAILING_PROBE_PATH", "/.well-known/bailing/authz-probe",
+            "Where the authorization probe is served and advertised (root "
+            "`x-bailing-authz-probe`)."),
+    Setting("BAILING_CATALOG_TITLE", None, "`info.title` of the catalog (default: the app's name)."),
+    Setting("BAILING_CATALOG_VERSION", "1.0.0", "`info.version` of the catalog."),
+    Setting("BAILING_PUBLIC_CATALOG", False,
+            "Serve the catalog to unsigned requests too (hub policy `public_allowed`). Off by "
+            "default; logs a warning at start-up when on. Tool calls stay signed either way."),
+    Setting("BAILING_AUDIT_ARGUMENT_VALUES", False,
+            "Include argument values (not only names) in the audit log of non-sensitive tools."),
+    Setting("BAILING_RESPONSE_SIZE_WARNING", 8192,
+            "Warn when a successful tool response is longer than this many UTF-16 code units "
+            "(the model only reads the first 8192)."),
+    Setting("BAILING_STORE", None,
+            "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0`. "
+            "Default: a SQLite file `bailing.sqlite3` in the app's instance folder."),
+    Setting("BAILING_IDEMPOTENCY_RETENTION", 24 * 3600,
+            "Seconds a completed side effect's response is kept for replays."),
+    Setting("BAILING_IDEMPOTENCY_LEASE", 600,
+            "Seconds after which an unfinished side effect counts as uncertain (a worker died). "
+            "Must exceed the longest tool run time."),
+    Setting("BAILING_REJECT_REPLAYS", False,
+            "Refuse an exact signature seen twice within the window (reason `replayed`). Off by "
+            "default: two identical read calls in the same second legitimately share one."),
+    Setting("BAILING_CLIENT_TOKENS", None,
+            "Client token(s) of this business in the hub (string, list or mapping), used to "
+            "verify callbacks, webhooks and approval requests and to sign tickets and decisions."),
+    Setting("BAILING_HUB_URL", None, "Base URL of the hub, for the hub client."),
+    Setting("BAILING_CALLBACK_PATH", "/.well-known/bailing/callbacks/job",
+            "Where finished-job callbacks (`callback_url`) are received."),
+    Setting("BAILING_DELIVERY_PATH", "/.well-known/bailing/callbacks/delivery",
+            "Where delivery webhooks are received."),
+    Setting("BAILING_APPROVAL_PATH", "/.well-known/bailing/callbacks/approval",
+            "Where approval requests are received."),
+    Setting("BAILING_CALLBACK_WINDOW_MS", 300_000,
+            "Accepted clock difference for callbacks, in milliseconds (exclusive)."),
+)
+
+DEFAULTS: dict[str, Any] = {setting.key: setting.default for setting in SETTINGS}

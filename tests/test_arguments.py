@@ -1,0 +1,100 @@
+"""Arguments are validated against the declaration before the view runs."""
+
+from __future__ import annotations
+
+from bailing_flask.testing import signed_headers
+
+from .conftest import STRONG_SECRET
+
+
+def test_valid_query_is_parsed_into_the_model(hub):
+    response = hub.call("order_search", {"keyword": "lamp", "page": 2}, subject="t1:u1")
+    assert response.status == 200, response.text
+    assert response.json() == {"keyword": "lamp", "page": 2,
+                               "args": {"keyword": "lamp", "page": 2}}
+
+
+def test_extra_query_parameter_is_refused_by_name(hub):
+    # undeclared arguments of a GET tool go to the query (CONTRACT.md §3.3)
+    response = hub.call("order_search", {"keyword": "lamp", "limit": 10}, subject="t1:u1")
+    assert response.status == 422
+    body = response.json()
+    assert body["reason"] == "unknown_parameter"
+    assert body["parameters"] == ["limit"]
+    assert "10" not in response.text
+
+
+def test_wrong_type_names_parameter_and_expected_type_without_the_value(hub):
+    response = hub.call("order_search", {"page": "two-hundred-thousand"}, subject="t1:u1")
+    assert response.status == 422
+    body = response.json()
+    assert body["reason"] == "invalid_parameter"
+    (error,) = body["errors"]
+    assert error["parameter"] == "page" and error["location"] == "query"
+    assert error["expected"] == "integer"
+    assert "two-hundred-thousand" not in response.text
+
+
+def test_oversized_values_are_refused(hub):
+    response = hub.call("order_search", {"keyword": "x" * 5000}, subject="t1:u1")
+    assert response.status == 422
+    assert response.json()["errors"][0]["parameter"] == "keyword"
+    assert "xxxxx" not in response.text
+    too_much = hub.call("refund_create", {"order_id": 101, "amount": 10**6, "reason": "r"},
+                        subject="t1:u1")
+    assert too_much.status == 422
+    assert too_much.json()["errors"][0]["parameter"] == "amount"
+
+
+def test_extra_body_property_is_refused(hub):
+    args = {"order_id": 101, "amount": 5, "reason": "broken", "approve_myself": True}
+    response = hub.call("refund_create", args, subject="t1:u1")
+    assert response.status == 422
+    assert response.json()["parameters"] == ["approve_myself"]
+
+
+def test_missing_required_body_property(hub):
+    response = hub.call("refund_create", {"order_id": 101, "amount": 5}, subject="t1:u1")
+    assert response.status == 422
+    assert response.json()["errors"] == [{"parameter": "reason", "location": "body",
+                                          "problem": "missing", "expected": "string",
+                                          "message": "This parameter is required."}]
+
+
+def test_body_that_is_not_an_object(authz_app):
+    body = b"[1,2]"
+    headers = signed_headers(STRONG_SECRET, "POST", "/api/refunds", body, subject="t1:u1")
+    headers["Content-Type"] = "application/json"
+    response = authz_app.test_client().post("/api/refunds", data=body, headers=headers)
+    assert response.status_code == 422
+    assert response.json["reason"] == "invalid_body"
+
+
+def test_invalid_json_body(authz_app):
+    body = b'{"order_id": 1,'
+    headers = signed_headers(STRONG_SECRET, "POST", "/api/refunds", body, subject="t1:u1")
+    response = authz_app.test_client().post("/api/refunds", data=body, headers=headers)
+    assert response.status_code == 422
+    assert response.json["reason"] == "invalid_body"
+
+
+def test_write_tool_without_arguments_accepts_only_an_empty_object(authz_app):
+    from flask import jsonify
+
+    from bailing_flask import tool
+
+    @authz_app.post("/api/noop")
+    @tool(scope="order.write", authorizer=lambda call: True)
+    def noop():
+        return jsonify(ok=True)
+
+    client = authz_app.test_client()
+    for body, status in [(b"{}", 200), (b"", 200), (b'{"x":1}', 422)]:
+        headers = signed_headers(STRONG_SECRET, "POST", "/api/noop", body)
+        assert client.post("/api/noop", data=body, headers=headers).status_code == status, body
+
+
+def test_validation_happens_before_authorization(hub):
+    # a cross-tenant subject with bad arguments learns nothing about the data
+    response = hub.call("order_search", {"page": 0}, subject="t2:u9")
+    assert response.status == 422
