@@ -16,8 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._body import read_body
 from ._jsenc import encode_uri_component
@@ -49,8 +48,7 @@ ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], by
 _STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large"}
 
 
-@dataclass(frozen=True)
-class UnsignedHeaders:
+class UnsignedHeaders(NamedTuple):
     """Hub headers that are *not* covered by the signature.
 
     Anyone who captured one signed request can change these within the
@@ -63,12 +61,12 @@ class UnsignedHeaders:
     conversation: str | None = None
 
 
-@dataclass(frozen=True)
-class VerifiedCall:
+class VerifiedCall(NamedTuple):
     """A request whose hub signature was verified; immutable.
 
     ``subject`` and ``job_id`` are signed and can be trusted; everything in
-    :attr:`unsigned` cannot.
+    :attr:`unsigned` cannot. (A named tuple: it is built on every signed
+    request, and that is the cheapest immutable record Python has.)
     """
 
     #: ``"tool"`` (tool call or authz probe) or ``"catalog"`` (catalog fetch).
@@ -79,15 +77,15 @@ class VerifiedCall:
     job_id: str
     #: Label of the secret that matched (index or mapping key, never the secret).
     key_label: str
-    #: The signed Unix timestamp (seconds).
-    timestamp: int
+    #: The signed Unix timestamp (seconds), as sent.
+    timestamp: str
     method: str
     #: The path+query that was signed (after the base_url prefix rules).
     signed_path: str
     body_sha256: str
     #: The signature header itself (public on the wire; kept for replay checks).
-    signature: str = field(repr=False)
-    unsigned: UnsignedHeaders = field(default_factory=UnsignedHeaders)
+    signature: str
+    unsigned: UnsignedHeaders = UnsignedHeaders()
 
     @property
     def identity(self) -> str:
@@ -126,18 +124,20 @@ def _quote_path(decoded: str) -> str:
 
 def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
     """The request path relative to the application, still percent-encoded."""
-    script = environ.get("SCRIPT_NAME", "")
-    raw = None
-    if raw_target == "auto":
-        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    raw = (environ.get("RAW_URI") or environ.get("REQUEST_URI")) if raw_target == "auto" else None
     if not raw:
         return _quote_path(environ.get("PATH_INFO", "") or "/")
-    path = raw.split("?", 1)[0].split("#", 1)[0]
-    lowered = path[:8].lower()
-    if lowered.startswith("http://") or lowered.startswith("https://"):
-        # absolute-form request target: drop scheme and authority
-        slash = path.find("/", path.find("//") + 2)
-        path = path[slash:] if slash >= 0 else "/"
+    cut = raw.find("?")
+    path = raw if cut < 0 else raw[:cut]
+    if "#" in path:
+        path = path[: path.find("#")]
+    if path[:1] != "/":
+        lowered = path[:8].lower()
+        if lowered.startswith("http://") or lowered.startswith("https://"):
+            # absolute-form request target: drop scheme and authority
+            slash = path.find("/", path.find("//") + 2)
+            path = path[slash:] if slash >= 0 else "/"
+    script = environ.get("SCRIPT_NAME")
     if script:
         mount = _quote_path(script)
         if path == mount or path.startswith(mount + "/"):
@@ -248,30 +248,31 @@ class BailingMiddleware:
             job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
         if query:
             signed_path += "?" + query
-        digest = self.verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
+        self.verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
         body = read_body(environ, self.max_body_size, self.spool_threshold)
         environ["wsgi.input"] = body.stream
-        environ["CONTENT_LENGTH"] = str(body.length)
+        if body.length or environ.get("CONTENT_LENGTH"):
+            environ["CONTENT_LENGTH"] = str(body.length)
         assert timestamp is not None  # check_headers refused a missing one
         # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
         label = self.verifier.match(
-            digest, timestamp, method, signed_path, body.sha256, subject_raw, job_id
+            signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
         )
-        call = VerifiedCall(
-            kind="catalog" if is_catalog else "tool",
-            subject=subject_raw or None,
-            job_id=job_id,
-            key_label=label,
-            timestamp=int(timestamp),
-            method=method,
-            signed_path=signed_path,
-            body_sha256=body.sha256,
-            signature=signature,
-            unsigned=UnsignedHeaders(
-                client=environ.get("HTTP_X_BAILING_CLIENT"),
-                tool_scope=environ.get("HTTP_X_BAILING_TOOL_SCOPE"),
-                idempotency_key=environ.get("HTTP_X_BAILING_IDEMPOTENCY_KEY"),
-                conversation=environ.get("HTTP_X_BAILING_CONVERSATION"),
+        call = VerifiedCall(  # positional: this runs on every signed request
+            "catalog" if is_catalog else "tool",
+            subject_raw or None,
+            job_id,
+            label,
+            timestamp,
+            method,
+            signed_path,
+            body.sha256,
+            signature,
+            UnsignedHeaders(
+                environ.get("HTTP_X_BAILING_CLIENT"),
+                environ.get("HTTP_X_BAILING_TOOL_SCOPE"),
+                environ.get("HTTP_X_BAILING_IDEMPOTENCY_KEY"),
+                environ.get("HTTP_X_BAILING_CONVERSATION"),
             ),
         )
         return call, (body.stream if body.spilled else None)
