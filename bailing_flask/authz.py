@@ -101,7 +101,7 @@ def probe_authorized(
         user = load_user(loader, subject)
     except SubjectLoadError:
         return False
-    probe_verified = verified if subject == verified.subject else _with_subject(verified, subject)
+    probe_verified = verified if subject == verified.subject else verified._replace(subject=subject)
     for tool in registry.tools:
         if tool.options.deprecated:
             continue
@@ -110,8 +110,3 @@ def probe_authorized(
             return True
     return False
 
-
-def _with_subject(verified: VerifiedCall, subject: str | None) -> VerifiedCall:
-    from dataclasses import replace
-
-    return replace(verified, subject=subject)
