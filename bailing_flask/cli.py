@@ -102,3 +102,66 @@ def tools_command() -> None:
     for finding in catalog.findings:
         if finding.code == "decorator_order":
             click.echo(f"\n{finding.message}")
+
+
+@bailing_cli.group("idempotency")
+def idempotency_group() -> None:
+    """Show and resolve recorded side effects (uncertain ones above all)."""
+
+
+@idempotency_group.command("list")
+@click.option("--state", type=click.Choice(["uncertain", "in_progress", "completed", "all"]),
+              default="uncertain", show_default=True)
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def idempotency_list(state: str, limit: int, as_json: bool) -> None:
+    """List entries; uncertain ones need a decision (the side effect may have happened)."""
+    import time as _time
+
+    store = _state().idempotency.store()
+    entries = store.list(state=None if state == "all" else state, limit=limit)  # type: ignore[arg-type]
+    now = _time.time()
+    for entry in entries:
+        data = entry.to_dict(now=now)
+        if as_json:
+            click.echo(json.dumps(data, ensure_ascii=False))
+        else:
+            status = data["response"]["status"] if data["response"] else "-"
+            click.echo(f"{data['key']}  {data['state']:11}  {data['tool']:24}  job={data['job_id']!s}  "
+                       f"subject={data['subject']!s}  status={status}")
+    if not as_json:
+        click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", err=True)
+
+
+@idempotency_group.command("resolve")
+@click.argument("key")
+@click.option("--note", required=True, help="Why, for the record (who checked what).")
+@click.option("--rerun", is_flag=True,
+              help="Forget the entry: the next identical call runs the view again.")
+@click.option("--status", "status_code", type=int, default=200, show_default=True,
+              help="Status of the response repeats will get (when not --rerun).")
+@click.option("--body", default='{"ok":true,"status":"reconciled"}', show_default=True,
+              help="JSON body repeats will get (when not --rerun).")
+def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body: str) -> None:
+    """Decide an uncertain call: answer repeats with a response, or allow a re-run."""
+    from .stores import StoredResponse
+
+    store = _state().idempotency.store()
+    retention = float(_state().config("BAILING_IDEMPOTENCY_RETENTION"))
+    response = None
+    if not rerun:
+        try:
+            json.loads(body)
+        except ValueError as exc:
+            raise click.BadParameter(f"--body must be JSON: {exc}") from None
+        response = StoredResponse(
+            status=status_code,
+            headers=(("Content-Type", "application/json; charset=utf-8"),),
+            body=body.encode("utf-8"),
+        )
+    if not store.resolve(key, response=response, note=note, retention_seconds=retention):
+        raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
+    current_app.logger.warning("bailing: idempotency entry %s resolved (%s): %s", key,
+                               "re-run allowed" if rerun else f"answered {status_code}", note)
+    click.echo(f"resolved {key}: " + ("the next identical call runs again" if rerun
+                                      else f"repeats get HTTP {status_code}"))

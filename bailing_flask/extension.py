@@ -49,8 +49,9 @@ class BailingState:
         self._registry: Registry | None = None
         self._catalog: Catalog | None = None
         self._warned: set[Any] = set()
-        self._store: Any = None
-        self.idempotency: Any = None
+        from .idempotency import Idempotency
+
+        self.idempotency = Idempotency(self)
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -134,9 +135,7 @@ class BailingState:
 
     def run_side_effect(self, tool: Any, call: Any, execute: Callable[[], Response]) -> Response:
         """Run the view, de-duplicated when the tool has side effects (see idempotency)."""
-        if self.idempotency is None:
-            return execute()
-        return self.idempotency.run(tool, call, execute)  # type: ignore[no-any-return]
+        return self.idempotency.run(tool, call, execute)
 
 
 class Bailing:

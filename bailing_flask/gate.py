@@ -85,6 +85,9 @@ def run_tool_view(
     decision = decide(tool, call, state.ext.authorizer_func)
     if not decision.allowed:
         return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+    replayed = state.idempotency.check_replay(tool, call)
+    if replayed is not None:
+        return _refuse(state, tool, verified, replayed, call)
 
     def execute() -> Response:
         return current_app.make_response(view(*args, **kwargs))

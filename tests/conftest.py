@@ -118,3 +118,59 @@ def hub(authz_app):
     from bailing_flask.testing import HubSimulator
 
     return HubSimulator(authz_app, STRONG_SECRET)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def gunicorn():
+    """Start real gunicorn servers in subprocesses: ``start(app_spec, workers=1, env={})``.
+
+    ``app_spec`` is a gunicorn app spec such as ``"tests.idem_app:create_app()"``.
+    Returns the base URL once the port accepts connections; every server is
+    stopped at the end of the test.
+    """
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    procs: list[subprocess.Popen] = []
+    root = str(Path(__file__).resolve().parent.parent)
+
+    def start(app_spec: str, workers: int = 1, env: dict[str, str] | None = None) -> str:
+        port = free_port()
+        environment = dict(os.environ, PYTHONPATH=root, **(env or {}))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
+             "--graceful-timeout", "2", app_spec],
+            env=environment, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        procs.append(proc)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    output = proc.stdout.read().decode() if proc.stdout else ""
+                    raise AssertionError(f"gunicorn did not start: {output[-2000:]}")
+                time.sleep(0.1)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

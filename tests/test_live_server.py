@@ -8,13 +8,6 @@ over a socket exactly as the hub's HTTP client would.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 from flask import Flask, jsonify, request
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
@@ -149,45 +142,19 @@ def test_app_mounted_under_a_prefix(live_server):
     assert json.loads(response.body)["signed_path"] == path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_gunicorn_gives_the_raw_target(tmp_path: Path):
+def test_gunicorn_gives_the_raw_target(gunicorn):
     """gunicorn (a real pre-fork server) in a subprocess, with a prefix via SCRIPT_NAME."""
-    port = _free_port()
-    env = dict(os.environ, BAILING_TEST_SECRET=STRONG_SECRET, SCRIPT_NAME="/openapi",
-               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}",
-         "tests.live_apps:middleware_app()"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(proc.stdout.read().decode() if proc.stdout else "no output")
-                time.sleep(0.1)
-        from bailing_flask._jsenc import encode_uri_component
+    base = gunicorn("tests.live_apps:middleware_app()",
+                    env={"BAILING_TEST_SECRET": STRONG_SECRET, "SCRIPT_NAME": "/openapi"})
+    from bailing_flask._jsenc import encode_uri_component
 
-        target = "/files/" + encode_uri_component("a/b?c d#é%")
-        response = raw_request(base, "GET", "/openapi" + target + "?q=x+y%2Bz",
-                               hub("GET", target + "?q=x+y%2Bz", subject="café"))
-        assert response.status == 200, response.body
-        assert json.loads(response.body)["signed_path"] == target + "?q=x+y%2Bz"
-        body = b'{"x":"' + b"y" * 3000 + b'"}'
-        response = raw_request(base, "POST", "/openapi/upload", hub("POST", "/upload", body),
-                               [body[:1000], body[1000:]], chunked=True)
-        assert response.status == 200, response.body
-        assert json.loads(response.body)["length"] == len(body)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    target = "/files/" + encode_uri_component("a/b?c d#é%")
+    response = raw_request(base, "GET", "/openapi" + target + "?q=x+y%2Bz",
+                           hub("GET", target + "?q=x+y%2Bz", subject="café"))
+    assert response.status == 200, response.body
+    assert json.loads(response.body)["signed_path"] == target + "?q=x+y%2Bz"
+    body = b'{"x":"' + b"y" * 3000 + b'"}'
+    response = raw_request(base, "POST", "/openapi/upload", hub("POST", "/upload", body),
+                           [body[:1000], body[1000:]], chunked=True)
+    assert response.status == 200, response.body
+    assert json.loads(response.body)["length"] == len(body)

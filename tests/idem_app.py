@@ -1,0 +1,101 @@
+"""An app whose side effect is a row in a real SQLite file, for idempotency tests.
+
+Configured from the environment so gunicorn workers and ``flask`` CLI
+subprocesses build the same app:
+
+``BAILING_TEST_SECRET``, ``BAILING_STORE``, ``IDEM_DATABASE`` (the business
+table), ``IDEM_LEASE`` (seconds), ``IDEM_DELAY`` (seconds the view sleeps).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+
+from flask import Flask, jsonify
+from pydantic import BaseModel, Field
+
+from bailing_flask import Bailing, current_call, tool
+
+
+class RefundBody(BaseModel):
+    order_id: int = Field(description="Order.", ge=1, le=10**9)
+    amount: float = Field(description="Amount.", gt=0, le=10**6)
+    die: bool = Field(False, description="Kill the worker after the side effect (tests).")
+    fail: int = Field(0, description="Answer with this status instead (tests).", ge=0, le=599)
+
+
+def _db(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS refunds (id INTEGER PRIMARY KEY, order_id INT, "
+                 "amount REAL, job TEXT)")
+    return conn
+
+
+def side_effects(path: str) -> int:
+    with _db(path) as conn:
+        return conn.execute("SELECT COUNT(*) FROM refunds").fetchone()[0]
+
+
+def create_app(**config: object) -> Flask:
+    app = Flask("idem_app")
+    app.config.update(
+        BAILING_SECRETS=[os.environ.get("BAILING_TEST_SECRET", "x" * 40)],
+        BAILING_STORE=os.environ.get("BAILING_STORE", "memory://"),
+        BAILING_IDEMPOTENCY_LEASE=float(os.environ.get("IDEM_LEASE", "600")),
+        IDEM_DATABASE=os.environ.get("IDEM_DATABASE", ":memory:"),
+        IDEM_DELAY=float(os.environ.get("IDEM_DELAY", "0")),
+    )
+    app.config.update(config)
+    bailing = Bailing(app)
+    bailing.authorizer(lambda call: call.subject is not None)
+
+    @app.post("/api/refunds")
+    @tool(scope="refund.write", body=RefundBody)
+    def refund_create():
+        """Create a refund (the side effect is one row)."""
+        body = current_call.args
+        if body.get("fail"):
+            return jsonify(ok=False), body["fail"]
+        with _db(app.config["IDEM_DATABASE"]) as conn:
+            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
+                                  (body["order_id"], body["amount"], current_call.job_id))
+            refund_id = cursor.lastrowid
+        if body.get("die"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if app.config["IDEM_DELAY"]:
+            time.sleep(app.config["IDEM_DELAY"])
+        return jsonify(ok=True, refund_id=refund_id), 201
+
+    @app.post("/api/refunds/transactional")
+    @tool(scope="refund.write", body=RefundBody, rerun_uncertain=True)
+    def refund_transactional():
+        """A view whose effect commits atomically with its answer: safe to re-run."""
+        body = current_call.args
+        with _db(app.config["IDEM_DATABASE"]) as conn:
+            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
+                                  (body["order_id"], body["amount"], current_call.job_id))
+        return jsonify(ok=True, refund_id=cursor.lastrowid), 201
+
+    @app.get("/api/refunds/count")
+    @tool(scope="refund.read")
+    def refund_count():
+        """How many refunds exist (read-only)."""
+        return jsonify(count=side_effects(app.config["IDEM_DATABASE"]))
+
+    @app.post("/api/refunds/by-order")
+    @tool(scope="refund.write", body=RefundBody,
+          idempotency_key=lambda call: (call.args["order_id"], call.args["amount"]))
+    def refund_by_order():
+        """Idempotent on the business key (order id + amount), whatever the job."""
+        body = current_call.args
+        with _db(app.config["IDEM_DATABASE"]) as conn:
+            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
+                                  (body["order_id"], body["amount"], current_call.job_id))
+        return jsonify(ok=True, refund_id=cursor.lastrowid), 201
+
+    return app
+

@@ -1,0 +1,318 @@
+"""Side effects happen once, keyed on signed material, on every store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from bailing_flask import Bailing
+from bailing_flask.idempotency import REPLAY_HEADER
+from bailing_flask.stores import EntryMeta
+from bailing_flask.testing import HubRequest, HubSimulator
+
+from .conftest import STRONG_SECRET
+from .idem_app import create_app, side_effects
+
+ARGS = {"order_id": 7, "amount": 12.5}
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store_url(request, tmp_path):
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'idem.sqlite3'}"
+    server = request.getfixturevalue("redis_server")
+    url = server.url.rsplit("/", 1)[0] + "/1"  # a database of its own, emptied per test
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
+
+
+@pytest.fixture
+def app(store_url, tmp_path):
+    return create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store_url,
+                      IDEM_DATABASE=str(tmp_path / "business.sqlite3"))
+
+
+@pytest.fixture
+def hub(app):
+    return HubSimulator(app, STRONG_SECRET)
+
+
+def rows(app) -> int:
+    return side_effects(app.config["IDEM_DATABASE"])
+
+
+def identity(request: HubRequest, subject: str) -> str:
+    """The store key of a request, derived like the middleware does."""
+    material = "\n".join((request.method, request.path_with_query,
+                          hashlib.sha256(request.body).hexdigest(), subject,
+                          request.headers["X-Bailing-Job-Id"]))
+    return "idem:" + hashlib.sha256(material.encode()).hexdigest()
+
+
+def test_first_call_runs_and_a_repeat_is_answered_from_the_store(app, hub):
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    assert "X-Bailing-Idempotency-Key" in request.headers
+    first = hub.replay(request)
+    second = hub.replay(request)
+    assert first.status == 201, first.text
+    assert second.status == 201
+    assert second.body == first.body
+    assert second.headers.get(REPLAY_HEADER) == "true"
+    assert REPLAY_HEADER not in first.headers
+    assert rows(app) == 1
+
+
+def test_changed_or_dropped_unsigned_key_is_still_answered_from_the_store(app, hub, caplog):
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    assert hub.replay(request).status == 201
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        changed = hub.replay(request, idempotency_key="f" * 64)
+        dropped = hub.replay(request, idempotency_key=None)
+    assert changed.headers.get(REPLAY_HEADER) == "true"
+    assert dropped.headers.get(REPLAY_HEADER) == "true"
+    assert rows(app) == 1
+    assert caplog.text.count("suspicious repeat") == 2
+
+
+@pytest.mark.parametrize("change", ["body", "subject", "job"])
+def test_a_different_body_subject_or_job_is_a_different_call(app, hub, change):
+    job = f"job-{uuid.uuid4()}"  # the Redis server is shared by the whole session
+    hub.call("refund_create", ARGS, subject="t1:u1", job_id=job)
+    options = {"subject": "t1:u1", "job_id": job}
+    args = dict(ARGS)
+    if change == "body":
+        args["amount"] = 13
+    elif change == "subject":
+        options["subject"] = "t1:u2"
+    else:
+        options["job_id"] = f"job-{uuid.uuid4()}"
+    response = hub.call("refund_create", args, **options)
+    assert response.status == 201
+    assert REPLAY_HEADER not in response.headers
+    assert rows(app) == 2
+
+
+def test_4xx_outcomes_are_stored_5xx_outcomes_are_released(app, hub):
+    refused = hub.build_call("refund_create", {**ARGS, "fail": 409}, subject="t1:u1")
+    assert hub.replay(refused).status == 409
+    again = hub.replay(refused)
+    assert again.status == 409 and again.headers.get(REPLAY_HEADER) == "true"
+    broken = hub.build_call("refund_create", {**ARGS, "fail": 503}, subject="t1:u1")
+    assert hub.replay(broken).status == 503
+    retried = hub.replay(broken)
+    assert retried.status == 503 and REPLAY_HEADER not in retried.headers
+
+
+def test_read_only_tools_are_not_recorded(app, hub):
+    job = f"job-{uuid.uuid4()}"
+    first = hub.call("refund_count", subject="t1:u1", job_id=job)
+    second = hub.call("refund_count", subject="t1:u1", job_id=job)
+    assert REPLAY_HEADER not in first.headers and REPLAY_HEADER not in second.headers
+    recorded = [e.meta.job_id for e in Bailing.state(app).idempotency.store().list(limit=1000)]
+    assert job not in recorded
+
+
+def test_a_repeat_while_the_first_still_runs_is_409(tmp_path, store_url):
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store_url,
+                     IDEM_DATABASE=str(tmp_path / "b.sqlite3"), IDEM_DELAY=1.0)
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    results = {}
+    slow = threading.Thread(target=lambda: results.setdefault("first", hub.replay(request)))
+    slow.start()
+    time.sleep(0.3)
+    second = hub.replay(request)
+    slow.join()
+    assert results["first"].status == 201
+    assert second.status == 409
+    assert second.json()["reason"] == "idempotency_in_progress"
+    assert side_effects(app.config["IDEM_DATABASE"]) == 1
+
+
+def test_an_unfinished_entry_becomes_uncertain_after_its_lease(app, hub):
+    app.config["BAILING_IDEMPOTENCY_LEASE"] = 0.2
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    store = Bailing.state(app).idempotency.store()
+    # a worker reserved the call, started the side effect, and died
+    store.reserve(identity(request, "t1:u1"), token="dead-worker", lease_seconds=0.2,
+                  retention_seconds=60, meta=EntryMeta(tool="refund_create"))
+    assert hub.replay(request).json()["reason"] == "idempotency_in_progress"
+    time.sleep(0.3)
+    response = hub.replay(request)
+    assert response.status == 409
+    assert response.json()["reason"] == "idempotency_uncertain"
+    assert rows(app) == 0  # never re-run by default
+
+
+def test_rerun_uncertain_is_an_opt_in_for_transactional_views(app, hub):
+    request = hub.build_call("refund_transactional", ARGS, subject="t1:u1")
+    store = Bailing.state(app).idempotency.store()
+    store.reserve(identity(request, "t1:u1"), token="dead-worker", lease_seconds=0.1,
+                  retention_seconds=60, meta=EntryMeta(tool="refund_create"))
+    time.sleep(0.2)
+    assert hub.replay(request).status == 201
+    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
+    assert rows(app) == 1
+
+
+def test_domain_key_deduplicates_across_jobs(app, hub):
+    order = {"order_id": uuid.uuid4().int % 10**9 + 1, "amount": 12.5}  # unique per run
+    first = hub.call("refund_by_order", order, subject="t1:u1")
+    second = hub.call("refund_by_order", order, subject="t1:u1")
+    other = hub.call("refund_by_order", {**order, "amount": 99}, subject="t1:u1")
+    assert first.status == second.status == other.status == 201
+    assert second.headers.get(REPLAY_HEADER) == "true"
+    assert rows(app) == 2
+
+
+def test_replay_refusal_is_off_by_default_and_refuses_when_on(app, hub):
+    request = hub.build_call("refund_count", subject="t1:u1")
+    assert hub.replay(request).status == 200
+    assert hub.replay(request).status == 200  # two identical reads may share a signature
+    app.config["BAILING_REJECT_REPLAYS"] = True
+    fresh = hub.build_call("refund_count", subject="t1:u1", job_id="j-fresh")
+    assert hub.replay(fresh).status == 200
+    replayed = hub.replay(fresh)
+    assert replayed.status == 401
+    assert replayed.json()["reason"] == "replayed"
+
+
+def test_cli_lists_and_resolves_uncertain_entries(app, hub):
+    app.config["BAILING_IDEMPOTENCY_LEASE"] = 0.1
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    key = identity(request, "t1:u1")
+    Bailing.state(app).idempotency.store().reserve(
+        key, token="dead", lease_seconds=0.1, retention_seconds=60,
+        meta=EntryMeta(tool="refund_create", job_id=request.headers["X-Bailing-Job-Id"],
+                       subject="t1:u1"))
+    time.sleep(0.2)
+    runner = app.test_cli_runner()
+    listed = runner.invoke(args=["bailing", "idempotency", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    (entry,) = [json.loads(line) for line in listed.output.splitlines() if line.startswith("{")]
+    assert entry["key"] == key and entry["state"] == "uncertain"
+    assert entry["tool"] == "refund_create"
+    resolved = runner.invoke(args=["bailing", "idempotency", "resolve", key, "--status", "201",
+                                   "--body", '{"ok":true,"refund_id":41}',
+                                   "--note", "refund 41 found in the ledger"])
+    assert resolved.exit_code == 0, resolved.output
+    answer = hub.replay(request)
+    assert answer.status == 201 and answer.json() == {"ok": True, "refund_id": 41}
+    assert answer.headers.get(REPLAY_HEADER) == "true"
+    assert rows(app) == 0
+
+
+def test_cli_resolve_with_rerun_lets_the_next_call_run(app, hub):
+    app.config["BAILING_IDEMPOTENCY_LEASE"] = 0.1
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    key = identity(request, "t1:u1")
+    Bailing.state(app).idempotency.store().reserve(
+        key, token="dead", lease_seconds=0.1, retention_seconds=60, meta=EntryMeta())
+    time.sleep(0.2)
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", key, "--rerun", "--note", "no refund found"])
+    assert result.exit_code == 0, result.output
+    assert hub.replay(request).status == 201
+    assert rows(app) == 1
+
+
+def test_store_down_refuses_side_effects_but_not_reads(redis_server_factory, tmp_path):
+    server = redis_server_factory()
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=server.url,
+                     IDEM_DATABASE=str(tmp_path / "b.sqlite3"))
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.call("refund_create", ARGS, subject="t1:u1").status == 201
+    server.stop()
+    down = hub.call("refund_create", {**ARGS, "amount": 2}, subject="t1:u1")
+    assert down.status == 503
+    assert down.json()["reason"] == "idempotency_store_unavailable"
+    assert hub.call("refund_count", subject="t1:u1").status == 200
+    assert rows(app) == 1  # nothing ran
+    server.start()
+    assert hub.call("refund_create", {**ARGS, "amount": 2}, subject="t1:u1").status == 201
+    assert rows(app) == 2
+
+
+def _fire(hub: HubSimulator, request: HubRequest, n: int) -> list[int]:
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return [r.status for r in pool.map(lambda _: hub.replay(request), range(n))]
+
+
+def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp_path):
+    env = {"BAILING_TEST_SECRET": STRONG_SECRET,
+           "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+    base = gunicorn("tests.idem_app:create_app()", workers=4, env=env)
+    hub = HubSimulator(base, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    statuses = _fire(hub, request, 50)
+    assert side_effects(env["IDEM_DATABASE"]) == 1
+    assert statuses.count(201) >= 1
+    assert set(statuses) <= {201, 409}, statuses
+    assert all(s < 500 for s in statuses)
+
+
+def test_50_concurrent_duplicates_across_two_app_processes_sharing_redis(gunicorn, tmp_path,
+                                                                       redis_server):
+    env = {"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_STORE": redis_server.url,
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+    first = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    second = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    request = first.build_call("refund_create", ARGS, subject="t1:u1")
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        statuses = [r.status for r in pool.map(
+            lambda i: (first if i % 2 else second).replay(request), range(50))]
+    assert side_effects(env["IDEM_DATABASE"]) == 1
+    assert set(statuses) <= {201, 409}, statuses
+
+
+def test_worker_killed_during_the_side_effect_is_uncertain_and_resolvable(gunicorn, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {"BAILING_TEST_SECRET": STRONG_SECRET,
+           "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_LEASE": "1"}
+    base = gunicorn("tests.idem_app:create_app()", workers=2, env=env)
+    hub = HubSimulator(base, STRONG_SECRET)
+    request = hub.build_call("refund_create", {**ARGS, "die": True}, subject="t1:u1")
+    with pytest.raises(Exception):  # the worker died: the connection is cut
+        hub.replay(request)
+    assert side_effects(env["IDEM_DATABASE"]) == 1  # the side effect did happen
+    time.sleep(1.2)
+    uncertain = hub.replay(request)
+    assert uncertain.status == 409
+    assert uncertain.json()["reason"] == "idempotency_uncertain"
+
+    import os
+
+    cli_env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent), **env)
+
+    def flask(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "flask", "--app", "tests.idem_app:create_app",
+                               "bailing", "idempotency", *args], env=cli_env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    (line,) = [json.loads(x) for x in flask("list", "--json").splitlines() if x.startswith("{")]
+    assert line["state"] == "uncertain" and line["subject"] == "t1:u1"
+    flask("resolve", line["key"], "--status", "201", "--body", '{"ok":true,"refund_id":1}',
+          "--note", "row 1 exists")
+    answered = hub.replay(request)
+    assert answered.status == 201 and answered.json() == {"ok": True, "refund_id": 1}
+    assert side_effects(env["IDEM_DATABASE"]) == 1
