@@ -52,6 +52,7 @@ class BailingState:
         from .idempotency import Idempotency
 
         self.idempotency = Idempotency(self)
+        self._callback_verifier: Any = None
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -131,6 +132,44 @@ class BailingState:
             response = self.error_response(info)
             return response.status_code, list(response.headers.items()), response.get_data()
 
+    # -- the hub's other direction ---------------------------------------------------
+
+    def callback_verifier(self) -> Any:
+        """The verifier of hub -> business POSTs (client token, milliseconds)."""
+        if self._callback_verifier is None:
+            from .callbacks import build_verifier
+
+            self._callback_verifier = build_verifier(self)
+        return self._callback_verifier
+
+    def _first_client_token(self) -> str:
+        tokens = self.config("BAILING_CLIENT_TOKENS")
+        if not tokens:
+            raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
+        if isinstance(tokens, str):
+            return tokens
+        if isinstance(tokens, dict):
+            return str(next(iter(tokens.values())))
+        return str(tokens[0])
+
+    def hub_client(self) -> Any:
+        from .hub_client import HubClient
+
+        hub_url = self.config("BAILING_HUB_URL")
+        if not hub_url:
+            raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
+        return HubClient(hub_url, self._first_client_token())
+
+    def chat_widget(self, entry: str, uid: str | None = None, **attrs: Any) -> Any:
+        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket."""
+        from .tickets import sign_ticket, widget_script_tag
+
+        hub_url = self.config("BAILING_HUB_URL")
+        if not hub_url:
+            raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
+        ticket = sign_ticket(self._first_client_token(), uid) if uid else None
+        return widget_script_tag(hub_url, entry, ticket, **attrs)
+
     # -- side effects ----------------------------------------------------------------
 
     def run_side_effect(self, tool: Any, call: Any, execute: Callable[[], Response]) -> Response:
@@ -154,6 +193,7 @@ class Bailing:
             if key not in DEFAULTS and key != "BAILING_SECRET":
                 raise ConfigurationError(f"unknown Bailing option {name!r} (no setting {key})")
             self._options[key] = value
+        self.callback_handlers: dict[str, Callable[[Any], Any]] = {}
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
@@ -183,6 +223,11 @@ class Bailing:
             require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
             raw_target=app.config["BAILING_RAW_TARGET"],
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
+            verified_elsewhere=tuple(
+                p for p in (app.config.get(k) for k in
+                            ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
+                if p
+            ),
             setting="BAILING_SECRETS",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
@@ -190,9 +235,12 @@ class Bailing:
         state_holder.append(state)
         app.extensions["bailing"] = state
 
+        from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
 
         app.register_blueprint(make_blueprint(state))
+        app.register_blueprint(make_callbacks_blueprint(state))
+        app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
         from .cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
@@ -236,6 +284,31 @@ class Bailing:
         """Register ``func(error: ErrorInfo) -> response | None`` to restyle refusals."""
         self.error_handler_func = func
         return func
+
+    def job_finished(self, func: F) -> F:
+        """Handle the hub's ``callback_url`` POST: ``func(job: JobRecord)``, once per event."""
+        self.callback_handlers["job"] = func
+        return func
+
+    def delivery(self, func: F) -> F:
+        """Handle a route's delivery webhook: ``func(delivery: DeliveryWebhook)``."""
+        self.callback_handlers["delivery"] = func
+        return func
+
+    def approval_request(self, func: F) -> F:
+        """Handle an approval request (both variants): ``func(request: ApprovalRequest)``.
+
+        Decide later with :meth:`hub_client` and
+        :meth:`~bailing_flask.hub_client.HubClient.decide_approval`.
+        """
+        self.callback_handlers["approval"] = func
+        return func
+
+    def hub_client(self, app: Flask | None = None) -> Any:
+        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token."""
+        from flask import current_app
+
+        return self.state(app or current_app._get_current_object()).hub_client()  # type: ignore[attr-defined]
 
     # -- accessors ----------------------------------------------------------------------
 

@@ -175,6 +175,9 @@ class BailingMiddleware:
         ``REQUEST_URI`` was rewritten upstream.
     :param error_renderer: restyles refusals; receives the
         :class:`~bailing_flask.errors.SignatureError`.
+    :param verified_elsewhere: exact paths whose signature uses another
+        scheme (the hub's callbacks: client token, milliseconds); they pass
+        through and the endpoint verifies them itself.
     :param clock: current Unix time (tests).
     """
 
@@ -191,6 +194,7 @@ class BailingMiddleware:
         require_signature: Sequence[str] = (),
         raw_target: Literal["auto", "reconstruct"] = "auto",
         error_renderer: ErrorRenderer | None = None,
+        verified_elsewhere: Sequence[str] = (),
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
     ) -> None:
@@ -209,6 +213,7 @@ class BailingMiddleware:
         self.require_signature = tuple(require_signature)
         self.raw_target = raw_target
         self.error_renderer = error_renderer
+        self.verified_elsewhere = frozenset(verified_elsewhere)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
@@ -220,8 +225,12 @@ class BailingMiddleware:
             ):
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
             return self.app(environ, start_response)
+        path = _raw_path(environ, self.raw_target)
+        if path in self.verified_elsewhere:
+            environ[ENVIRON_KEY] = None
+            return self.app(environ, start_response)
         try:
-            call, spilled = self._verify(environ, signature)
+            call, spilled = self._verify(environ, signature, path)
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
         environ[ENVIRON_KEY] = call
@@ -230,9 +239,10 @@ class BailingMiddleware:
             return _ClosingIterable(result, spilled.close)
         return result
 
-    def _verify(self, environ: dict[str, Any], signature: str) -> tuple[VerifiedCall, Any]:
+    def _verify(
+        self, environ: dict[str, Any], signature: str, path: str
+    ) -> tuple[VerifiedCall, Any]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
-        path = _raw_path(environ, self.raw_target)
         query = environ.get("QUERY_STRING", "")
         is_catalog = self.catalog_path is not None and path == self.catalog_path
         timestamp = environ.get("HTTP_X_BAILING_TIMESTAMP")
