@@ -20,6 +20,7 @@ __all__ = ["model_schema", "type_schema", "converter_schema", "openapi_schema"]
 
 _DROP_KEYS = {"title", "$defs", "definitions"}
 MAX_SAFE_INTEGER = 2**53 - 1
+_NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 
 
 def _resolve(ref: str, defs: dict[str, Any], where: str) -> dict[str, Any]:
@@ -55,6 +56,11 @@ def _convert(node: Any, defs: dict[str, Any], where: str, stack: tuple[str, ...]
                     del node["default"]
     if "const" in node:
         node["enum"] = [node.pop("const")]
+    for keyword in _NUMERIC_KEYWORDS:
+        value = node.get(keyword)
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            # pydantic versions differ (0 vs 0.0); the same app must give the same bytes
+            node[keyword] = int(value)
     for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         value = node.get(bound)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
