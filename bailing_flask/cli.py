@@ -165,3 +165,75 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
                                "re-run allowed" if rerun else f"answered {status_code}", note)
     click.echo(f"resolved {key}: " + ("the next identical call runs again" if rerun
                                       else f"repeats get HTTP {status_code}"))
+
+
+def _first_secret() -> str:
+    from .signing import primary_secret
+
+    secret = primary_secret(
+        current_app.config.get("BAILING_SECRETS") or current_app.config.get("BAILING_SECRET")
+    )
+    if secret is None:
+        raise click.ClickException("no secret: set BAILING_SECRETS or pass --secret")
+    return secret
+
+
+def _show_request(request) -> None:  # type: ignore[no-untyped-def]
+    click.echo(f"> {request.method} {request.path_with_query}")
+    for name, value in request.headers.items():
+        click.echo(f"> {name}: {value}")
+    if request.body:
+        click.echo(">")
+        click.echo("> " + request.body.decode("utf-8", "replace"))
+
+
+def _show_response(response) -> None:  # type: ignore[no-untyped-def]
+    click.echo(f"< HTTP {response.status}")
+    for name, value in response.headers.items():
+        click.echo(f"< {name}: {value}")
+    click.echo("<")
+    text = response.text
+    try:
+        text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+    except ValueError:
+        pass
+    click.echo(text)
+
+
+@bailing_cli.command("call")
+@click.argument("tool_name")
+@click.argument("args_json", default="{}")
+@click.option("--subject", default=None, help="X-Bailing-On-Behalf-Of (omit for an anonymous call).")
+@click.option("--job", "job_id", default=None, help="X-Bailing-Job-Id (default: a fresh UUID).")
+@click.option("--url", default=None,
+              help="Base URL of a live deployment (the hub's base_url); default: in-process.")
+@click.option("--secret", default=None, help="Provider secret (default: the app's BAILING_SECRETS).")
+def call_command(tool_name: str, args_json: str, subject: str | None, job_id: str | None,
+                 url: str | None, secret: str | None) -> None:
+    """Make one signed call exactly as the hub would; print request and response.
+
+    The tool is looked up in the catalog that is actually served (fetched
+    signed), its arguments placed and encoded with the hub's rules.
+    """
+    from .testing import HubSimulator
+
+    try:
+        args = json.loads(args_json)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="ARGS_JSON") from None
+    if not isinstance(args, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
+    target = url or current_app._get_current_object()  # type: ignore[attr-defined]
+    hub = HubSimulator(target, secret or _first_secret(), client="admin-debug")
+    try:
+        request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0])) from None
+    except AssertionError as exc:  # the catalog could not be fetched
+        raise click.ClickException(str(exc)) from None
+    _show_request(request)
+    click.echo()
+    response = hub.replay(request)
+    _show_response(response)
+    if not 200 <= response.status < 300:
+        sys.exit(1)

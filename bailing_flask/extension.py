@@ -143,14 +143,12 @@ class BailingState:
         return self._callback_verifier
 
     def _first_client_token(self) -> str:
-        tokens = self.config("BAILING_CLIENT_TOKENS")
-        if not tokens:
+        from .signing import primary_secret
+
+        token = primary_secret(self.config("BAILING_CLIENT_TOKENS"))
+        if token is None:
             raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
-        if isinstance(tokens, str):
-            return tokens
-        if isinstance(tokens, dict):
-            return str(next(iter(tokens.values())))
-        return str(tokens[0])
+        return token
 
     def hub_client(self) -> Any:
         from .hub_client import HubClient

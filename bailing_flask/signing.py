@@ -198,6 +198,21 @@ def _load_keys(secrets: Secrets | None, setting: str, warn: bool = True) -> tupl
     return tuple(keys)
 
 
+def primary_secret(secrets: Secrets | None) -> str | None:
+    """The secret to *sign* with: the first one configured (``None`` if none).
+
+    Verification accepts any configured secret; signing (tests, tickets,
+    decisions) uses the first, so put the newest secret first when rotating.
+    """
+    if not secrets:
+        return None
+    if isinstance(secrets, str):
+        return secrets
+    if isinstance(secrets, Mapping):
+        return str(next(iter(secrets.values())))
+    return str(secrets[0])
+
+
 def _parse_timestamp(raw: str | None, max_digits: int) -> int:
     """Digits only: no sign, no spaces, no underscores, no non-ASCII digits."""
     if raw is None or not raw or len(raw) > max_digits or not raw.isascii() or not raw.isdigit():

@@ -11,7 +11,7 @@ import pytest
 from werkzeug.serving import make_server
 
 # real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``
-pytest_plugins = ["tests._redis"]
+pytest_plugins = ["tests._redis", "pytester"]
 
 #: The secret of the hub's frozen test vectors (CONTRACT.md §2.5).
 HUB_SECRET = "bailing-test-secret"

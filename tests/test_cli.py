@@ -1,0 +1,110 @@
+"""The ``flask bailing`` commands, run through Flask's CLI runner."""
+
+from __future__ import annotations
+
+import json
+
+from flask import Flask
+
+from bailing_flask import Bailing, tool
+
+from .authz_app import create_app as create_authz_app
+from .catalog_app import create_app as create_catalog_app
+from .conftest import STRONG_SECRET
+
+
+def broken_app() -> Flask:
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = STRONG_SECRET
+    Bailing(app)  # no authorizer at all
+
+    @app.get("/x")
+    @tool(scope="x.read")
+    def x():
+        """A tool."""
+        return "x"
+
+    return app
+
+
+def test_export_writes_the_catalog(tmp_path):
+    app = create_catalog_app()
+    out = tmp_path / "tools.json"
+    result = app.test_cli_runner().invoke(args=["bailing", "export", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_bytes()) == Bailing.state(app).catalog().document
+
+
+def test_export_to_stdout():
+    result = create_catalog_app().test_cli_runner().invoke(args=["bailing", "export", "--indent", "2"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["info"]["title"] == "Shop tools"
+
+
+def test_errors_stop_the_export(tmp_path):
+    out = tmp_path / "tools.json"
+    result = broken_app().test_cli_runner().invoke(args=["bailing", "export", "-o", str(out)])
+    assert result.exit_code == 1
+    assert "no_authorizer" in result.output
+    assert not out.exists()
+
+
+def test_check_exits_non_zero_on_errors():
+    good = create_catalog_app().test_cli_runner().invoke(args=["bailing", "check"])
+    assert good.exit_code == 0, good.output
+    assert "0 error(s)" in good.output
+    bad = broken_app().test_cli_runner().invoke(args=["bailing", "check"])
+    assert bad.exit_code == 1
+    assert "ERROR   no_authorizer" in bad.output
+
+
+def test_tools_lists_exported_and_not_exported_routes():
+    result = create_catalog_app().test_cli_runner().invoke(args=["bailing", "tools"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert any(line.startswith("shop_order_search") and "GET" in line and "shop.order.read" in line
+               for line in lines)
+    assert "Declared but not exported:" in result.output
+    assert "enabled=False" in result.output and "deprecated=True" in result.output
+
+
+def test_call_in_process_prints_request_and_response():
+    app, _ = create_authz_app()
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "call", "order_get", '{"order_id": 101}', "--subject", "t1:u1",
+              "--job", "job-cli-1"])
+    assert result.exit_code == 0, result.output
+    assert "> GET /api/orders/101" in result.output
+    assert "> X-Bailing-On-Behalf-Of: t1:u1" in result.output
+    assert "> X-Bailing-Job-Id: job-cli-1" in result.output
+    assert "< HTTP 200" in result.output
+    assert '"tenant": "t1"' in result.output
+    assert STRONG_SECRET not in result.output
+
+
+def test_call_exits_non_zero_on_a_refusal():
+    app, _ = create_authz_app()
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "call", "order_get", '{"order_id": 101}', "--subject", "t2:u9"])
+    assert result.exit_code == 1
+    assert "< HTTP 403" in result.output
+
+
+def test_call_against_a_live_url(live_server):
+    app, _ = create_authz_app()
+    base = live_server(app)
+    runner_app, _ = create_authz_app()
+    result = runner_app.test_cli_runner().invoke(
+        args=["bailing", "call", "order_search", '{"keyword": "张三 退款"}', "--subject", "t1:u1",
+              "--url", base])
+    assert result.exit_code == 0, result.output
+    assert "> GET /api/orders?keyword=%E5%BC%A0%E4%B8%89+%E9%80%80%E6%AC%BE" in result.output
+
+
+def test_call_with_unknown_tool_or_bad_json():
+    app, _ = create_authz_app()
+    runner = app.test_cli_runner()
+    unknown = runner.invoke(args=["bailing", "call", "nope", "{}"])
+    assert unknown.exit_code != 0 and "no tool named 'nope'" in unknown.output
+    bad = runner.invoke(args=["bailing", "call", "order_get", "{not json"])
+    assert bad.exit_code != 0 and "not JSON" in bad.output
