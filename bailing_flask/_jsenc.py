@@ -19,6 +19,10 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = [
+    "JS_WHITESPACE",
+    "js_trim",
+    "utf16_len",
+    "utf16_slice",
     "encode_uri_component",
     "form_component",
     "url_search_params",
@@ -29,6 +33,28 @@ __all__ = [
 ]
 
 _MAX_ARRAY_INDEX = 4294967294
+
+#: The characters ``String.prototype.trim`` removes (the hub trims most fields).
+JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def js_trim(text: str) -> str:
+    """``text.trim()``: Python's ``strip()`` removes a different set of characters."""
+    return text.strip(JS_WHITESPACE)
+
+
+def utf16_len(text: str) -> int:
+    """``text.length``: UTF-16 code units, so astral characters count 2."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def utf16_slice(text: str, units: int) -> str:
+    """``text.slice(0, units)``: may cut an astral character in half, like JS."""
+    data = text.encode("utf-16-le", "surrogatepass")[: 2 * units]
+    return data.decode("utf-16-le", "surrogatepass")
 
 
 def _replace_lone_surrogates(value: str) -> str:

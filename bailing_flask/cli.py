@@ -237,3 +237,29 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
     _show_response(response)
     if not 200 <= response.status < 300:
         sys.exit(1)
+
+
+@bailing_cli.command("doctor")
+@click.option("--url", required=True, help="The base_url registered in the hub.")
+@click.option("--catalog-url", default=None,
+              help="The spec_url registered in the hub (default: URL + /.well-known/bailing/tools.json).")
+@click.option("--subject", default=None, help="Subject for the one signed tool call (default: anonymous).")
+@click.option("--secret", default=None, help="Provider secret (default: the app's BAILING_SECRETS).")
+@click.option("--policy", type=click.Choice(["signed_required", "public_allowed"]),
+              default="signed_required", show_default=True, help="The catalog access policy in the hub.")
+@click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def doctor_command(url: str, catalog_url: str | None, subject: str | None, secret: str | None,
+                   policy: str, timeout: float, verbose: bool, as_json: bool) -> None:
+    """Check a live deployment the way the hub will see it; exit 1 on any failure."""
+    from .doctor import run_doctor
+
+    report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url, subject=subject,
+                        timeout=timeout, policy=policy)  # type: ignore[arg-type]
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(report.render(verbose=verbose))
+    if not report.ok:
+        sys.exit(1)

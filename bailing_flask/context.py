@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar, cast
 
 from flask import has_request_context, request
 from werkzeug.local import LocalProxy
@@ -20,8 +20,9 @@ from werkzeug.local import LocalProxy
 from .errors import NotVerifiedError
 from .wsgi import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pydantic import BaseModel
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "ToolInfo",
@@ -72,6 +73,18 @@ class ToolCall:
     query: BaseModel | None = None
     body: BaseModel | None = None
     is_probe: bool = False
+
+    def body_as(self, model: type[M]) -> M:
+        """The validated body as ``model`` (typed for mypy; raises if it is another model)."""
+        if not isinstance(self.body, model):
+            raise TypeError(f"the call's body is {type(self.body).__name__}, not {model.__name__}")
+        return self.body
+
+    def query_as(self, model: type[M]) -> M:
+        """The validated query as ``model`` (typed for mypy)."""
+        if not isinstance(self.query, model):
+            raise TypeError(f"the call's query is {type(self.query).__name__}, not {model.__name__}")
+        return self.query
 
     @property
     def subject(self) -> str | None:

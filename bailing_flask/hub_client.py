@@ -33,6 +33,7 @@ from email.message import Message
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from ._jsenc import js_trim, utf16_len as _utf16_len
 from .errors import BailingError, ConfigurationError
 from .payloads import (
     ApprovalDecision,
@@ -77,10 +78,6 @@ _MAX_CALLBACK_URL = 2048
 _DEFAULT_RETRY_AFTER = 60.0
 #: Enough for any job record; a larger answer is not the hub.
 _MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 
 
 def _default_user_agent() -> str:
@@ -239,12 +236,10 @@ class RunAccepted:
 # --- helpers
 
 
-def _utf16_len(value: str) -> int:
-    return len(value.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _blank(value: str) -> bool:
-    return not value.strip(_JS_WHITESPACE)
+    return not js_trim(value)
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -254,7 +249,8 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _check_hub_url(hub_url: object) -> str:
+def normalize_hub_url(hub_url: object) -> str:
+    """The hub's base URL, checked (absolute http(s), no credentials) and without a trailing slash."""
     if not isinstance(hub_url, str):
         raise ConfigurationError("hub_url must be the hub's base URL, e.g. 'https://hub.example.com'.")
     parts = urlsplit(hub_url.strip())
@@ -306,7 +302,7 @@ class HubClient:
         clock: Clock = time.time,
         user_agent: str | None = None,
     ) -> None:
-        self.hub_url = _check_hub_url(hub_url)
+        self.hub_url = normalize_hub_url(hub_url)
         if not isinstance(client_token, str) or not client_token.strip():
             raise ConfigurationError(
                 "client_token is empty: use the client token the hub issued to this business."

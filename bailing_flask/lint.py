@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._jsenc import js_trim as _js_trim, utf16_len as _utf16_len, utf16_slice as _utf16_slice
 from ._jsenc import js_number, js_property_order, json_stringify
 
 __all__ = [
@@ -105,11 +106,6 @@ _SLUG_EDGE_RE = re.compile(r"^_+|_+$")
 _HTTP_TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _RADIX_RE = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
-#: ``String.prototype.trim`` strips exactly these (WhiteSpace + LineTerminator).
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 #: Names ``k in {}`` finds on every plain object (inherited from Object.prototype).
 _INHERITED_NAMES = frozenset(
     {
@@ -286,18 +282,10 @@ def _or(value: object, default: object) -> object:
     return default if value is None else value
 
 
-def _js_trim(text: str) -> str:
-    return text.strip(_JS_WHITESPACE)
 
 
-def _utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _utf16_slice(text: str, units: int) -> str:
-    """``text.slice(0, units)``: may cut an astral character in half, like JS."""
-    data = text.encode("utf-16-le", "surrogatepass")[: 2 * units]
-    return data.decode("utf-16-le", "surrogatepass")
 
 
 def _utf16_units(text: str) -> list[str]:
@@ -1240,7 +1228,7 @@ class _Hazards:
             )
 
     def operation(self, o: _Operation, path_item: object) -> None:
-        op, loc, m = o.op, o.loc, o.method.upper()
+        loc, m = o.loc, o.method.upper()
         cap = o.cap or {}
         if m == "HEAD":
             self.add(

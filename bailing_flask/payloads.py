@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._jsenc import js_trim as _js_trim, utf16_len as _utf16_len
 from ._jsenc import json_stringify
 from .errors import BailingError
 
@@ -62,12 +63,6 @@ TERMINAL_JOB_STATUSES = frozenset({"done", "error", "rejected"})
 _MAX_APPROVER = 64
 _MAX_COMMENT = 1000
 _MAX_DECIDED_AT = 64
-#: JavaScript's ``String.prototype.trim`` set, which the hub applies to
-#: every decision field.
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 
 #: The hub's approval ids are positive integers (never strings such as ``appr_1``).
 ApprovalId = Annotated[int, Field(strict=True, ge=1)]
@@ -86,13 +81,8 @@ class PayloadError(BailingError, ValueError):
     """
 
 
-def _js_trim(value: str) -> str:
-    return value.strip(_JS_WHITESPACE)
 
 
-def _utf16_len(value: str) -> int:
-    """Length as JavaScript counts it (astral characters count 2)."""
-    return len(value.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _describe(error: ValidationError) -> str:

@@ -160,7 +160,7 @@ def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] 
         return None
     fields: dict[str, Any] = {}
     for param in params:
-        annotation = Any if isinstance(param.type, dict) else param.type
+        annotation = Any if isinstance(param.type, dict) else (param.type or str)
         if param.required:
             fields[param.name] = (annotation, ...)
         else:
@@ -192,7 +192,7 @@ def _parameters(
             )
         kinds[variable] = kind
         described = explicit.pop(("path", variable), None)
-        if described is not None and described.type is not str:
+        if described is not None and described.type is not None:
             schema = type_schema(described.type, where)
         parameter: dict[str, Any] = {"name": variable, "in": "path", "required": True}
         if described is not None and described.description:
@@ -222,7 +222,7 @@ def _parameters(
         parameter = {"name": param.name, "in": param.location, "required": param.required}
         if param.description:
             parameter["description"] = param.description
-        parameter["schema"] = type_schema(param.type, where)
+        parameter["schema"] = type_schema(param.type or str, where)
         parameters.append(parameter)
     if query_model is None:
         query_model = _param_model(name, query_params, where)
@@ -242,8 +242,13 @@ def _effective_options(
     return ToolOptions.model_construct(**layered)
 
 
-def _default_name(endpoint: str, method: str, several: bool) -> str:
-    base = _snake(endpoint.replace(".", "_"))
+def _default_name(endpoint: str, method: str, several: bool, prefix: str | None) -> str:
+    """``blueprint_view`` (``name_prefix`` replaces the blueprint part), plus the
+    method when one view serves several tools."""
+    if prefix is None:
+        base = _snake(endpoint.replace(".", "_"))
+    else:
+        base = prefix + _snake(endpoint.rpartition(".")[2])
     return f"{base}_{method.lower()}" if several else base
 
 
@@ -253,7 +258,7 @@ def _compile_tool(
 ) -> Tool:
     options = _effective_options(app, rule.endpoint, declaration, class_defaults)
     where = f"{declaration.qualname} ({method} {rule.rule})"
-    name = options.name or _default_name(rule.endpoint, method, several)
+    name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
     parameters, kinds, query_model = _parameters(rule, options, name, method, where)
     body_schema: dict[str, Any] | None = None
     if options.body is not None:

@@ -9,6 +9,7 @@ names of offending parameters: never values, secrets or bodies.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -120,14 +121,16 @@ def tool_result(
     business_id: str | int | None = None,
     url: str | None = None,
     http_status: int | None = None,
-    **data: Any,
+    data: Mapping[str, Any] | None = None,
+    **extra: Any,
 ) -> Response:
     """The result shape the hub recommends for workflow tools.
 
     ``{"ok": true, "status": "pending_approval", "message": ..., "business_id": ..., "url": ...}``
     tells the agent whether an action was executed, submitted, drafted or
     rejected. ``rejected`` answers 422 by default: the hub treats every 2xx
-    as success, so a refusal must not be a 200.
+    as success, so a refusal must not be a 200. More fields go in ``data``
+    (any keys) or as keyword arguments (other than the named ones).
     """
     if ok is None:
         ok = status != "rejected"
@@ -138,5 +141,7 @@ def tool_result(
         payload["business_id"] = business_id
     if url is not None:
         payload["url"] = url
-    payload.update(data)
+    if data:
+        payload.update(data)
+    payload.update(extra)
     return json_response(payload, http_status or (422 if status == "rejected" else 200))

@@ -36,8 +36,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
     Setting("BAILING_PUBLIC_PREFIX", None,
-            "The path of the hub's base_url as the public sees it, when a reverse proxy strips "
-            "it without telling the app (no X-Forwarded-Prefix). Defaults to SCRIPT_NAME."),
+            "The public path prefix in front of the app, when a reverse proxy strips it without "
+            "telling the app (no X-Forwarded-Prefix). Only the catalog fetch signs it (the full "
+            "path of the hub's spec_url); tool calls never do. Defaults to SCRIPT_NAME."),
     Setting("BAILING_RAW_TARGET", "auto",
             "`auto`: sign the raw request target the server reports (RAW_URI/REQUEST_URI), "
             "else re-encode PATH_INFO. `reconstruct`: always re-encode (when REQUEST_URI was "

@@ -146,6 +146,12 @@ class _ToolShape:
     param_in: dict[str, str] = field(default_factory=dict)
 
 
+def _compiled(document: dict[str, Any]) -> list[Any]:
+    from .lint import compile_tools
+
+    return compile_tools(document)
+
+
 class HubSimulator:
     """Sign and send requests the way BailingHub does.
 
@@ -250,10 +256,8 @@ class HubSimulator:
         return self._document
 
     def _shape(self, name: str) -> _ToolShape:
-        from .lint import compile_tools
-
         document = self.document()
-        for compiled in compile_tools(document):
+        for compiled in _compiled(document):
             if compiled.name == name:
                 operation = document["paths"][compiled.path][compiled.method.lower()]
                 execution = operation.get("x-agent-capability", {}).get("execution") or {}
@@ -343,10 +347,13 @@ class HubSimulator:
         body = b""
         if target.mode == "dedicated" and target.method == "POST":
             body = PROBE_BODY.replace(PROBE_SUBJECT, subject).encode("utf-8")
+        scope = "__probe__.authz"
+        if target.mode == "tool":
+            scope = next((t.scope.strip() for t in _compiled(self.document()) if t.name == target.name),
+                         "")
         headers = signed_headers(
             self.secret, target.method, target.path, body, subject=subject, job_id="probe",
-            client="__probe__", ts=self._now(),
-            tool_scope="__probe__.authz" if target.mode == "dedicated" else None,
+            client="__probe__", ts=self._now(), tool_scope=scope,
         )
         if target.mode == "dedicated":
             headers["Content-Type"] = "application/json"

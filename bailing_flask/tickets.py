@@ -29,12 +29,13 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from itsdangerous.encoding import base64_encode
 from markupsafe import Markup, escape
 
+from ._jsenc import js_trim as _js_trim, utf16_slice as _utf16_prefix
 from ._jsenc import js_string
+from .hub_client import normalize_hub_url
 from .errors import BailingError, ConfigurationError
 from .signing import Clock
 
@@ -61,12 +62,6 @@ _ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_:.-]*")
 #: Attributes this helper owns; letting ``**attrs`` override them would
 #: produce a tag the widget reads differently from what the caller asked.
 _RESERVED_ATTRIBUTES = frozenset({"src", "data-entry", "data-ticket", "async"})
-#: JavaScript's ``String.prototype.trim`` set (WhiteSpace + LineTerminator);
-#: Python's ``str.strip()`` differs (it strips U+001C-U+001F, keeps U+FEFF).
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 _JS_DECIMAL_RE = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
 _JS_RADIX_RE = re.compile(r"0([xXoObB])([0-9A-Fa-f]+)")
 
@@ -110,7 +105,7 @@ def _check_uid(uid: object) -> str:
         raise TicketError(f"uid must be a string, not {type(uid).__name__}.", "invalid_uid")
     if not uid:
         raise TicketError("uid is empty: a ticket must name the signed-in user.", "invalid_uid")
-    if uid != uid.strip(_JS_WHITESPACE) or uid != uid.strip():
+    if uid != _js_trim(uid) or uid != uid.strip():
         # The hub trims the uid, so the subject would silently differ.
         raise TicketError("uid must not start or end with whitespace.", "invalid_uid")
     try:
@@ -181,13 +176,8 @@ def sign_ticket(
     return f"v1.{payload}.{_mac(key, payload)}"
 
 
-def _js_trim(value: str) -> str:
-    return value.strip(_JS_WHITESPACE)
 
 
-def _utf16_prefix(value: str, units: int) -> str:
-    data = value.encode("utf-16-le", "surrogatepass")[: units * 2]
-    return data.decode("utf-16-le", "surrogatepass")
 
 
 def _js_number(value: object) -> float:
@@ -265,18 +255,9 @@ def verify_ticket(client_token: str, ticket: str, *, clock: Clock = time.time) -
 
 
 def _widget_src(hub_url: str) -> str:
-    if not isinstance(hub_url, str):
-        raise ConfigurationError("hub_url must be a string such as 'https://hub.example.com'.")
-    parts = urlsplit(hub_url.strip())
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        raise ConfigurationError(
-            "hub_url must be the hub's absolute http(s) base URL, e.g. 'https://hub.example.com'."
-        )
-    if parts.query or parts.fragment or "@" in parts.netloc:
-        raise ConfigurationError("hub_url must not contain credentials, a query or a fragment.")
     # The widget derives the hub's address from its own src, so a mount
     # path such as https://example.com/hub is kept.
-    return f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}/widget.js"
+    return normalize_hub_url(hub_url) + "/widget.js"
 
 
 def _attribute(name: str, value: object) -> str | None:

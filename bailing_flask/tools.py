@@ -142,13 +142,16 @@ class Param:
 
     :param name: the parameter name as sent by the hub.
     :param type: a Python type (``str``, ``int``, ``float``, ``bool``, an
-        ``Enum``, ``Literal[...]``) or a JSON schema ``dict``.
+        ``Enum``, ``Literal[...]``) or a JSON schema ``dict``. Left out, a
+        query or header parameter is a string and a path parameter keeps the
+        schema of its URL converter (so ``Param("order_id", location="path",
+        description=...)`` only adds the description).
     :param location: ``"query"``, ``"path"`` (to describe a route
         variable) or ``"header"`` (unsigned: avoid, see ``CONTRACT.md`` T12).
     """
 
     name: str
-    type: Any = str
+    type: Any = None
     location: Literal["query", "path", "header"] = "query"
     required: bool = False
     description: str | None = None
@@ -162,6 +165,7 @@ class ToolOptions(_Model):
     """
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    name_prefix: str | None = Field(default=None, pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,40})?$")
     description: str | None = None
     scope: str | None = Field(default=None, max_length=191)
     scope_prefix: str | None = None

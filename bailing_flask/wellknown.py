@@ -42,7 +42,8 @@ def make_blueprint(state: BailingState) -> Blueprint:
 
     if catalog_path:
 
-        @blueprint.route(catalog_path, methods=_ALL_METHODS, strict_slashes=False)
+        # exact path only: the middleware verifies the catalog by its exact path
+        @blueprint.route(catalog_path, methods=_ALL_METHODS)
         def catalog() -> Response:
             if request.method not in ("GET", "HEAD"):
                 return _method_not_allowed("GET")
@@ -65,7 +66,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
 
     if probe_path:
 
-        @blueprint.route(probe_path, methods=_ALL_METHODS, strict_slashes=False)
+        @blueprint.route(probe_path, methods=_ALL_METHODS)
         def authz_probe() -> Response:
             if request.method not in ("GET", "POST"):
                 return _method_not_allowed("GET, POST")

@@ -291,10 +291,16 @@ class BailingMiddleware:
         self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse
     ) -> Iterable[bytes]:
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
-        logger.warning(
+        path = _raw_path(environ, self.raw_target)
+        expected = (  # the hub's own negative probe of every catalog refresh (§4.2)
+            path == self.catalog_path
+            and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64
+        )
+        logger.log(
+            logging.INFO if expected else logging.WARNING,
             "bailing: refused %s %s: %s (job %r)",
             environ.get("REQUEST_METHOD", "?"),
-            _raw_path(environ, self.raw_target),
+            path,
             error.reason,
             job[:64],
         )

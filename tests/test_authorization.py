@@ -199,3 +199,15 @@ def test_oversized_success_body_is_warned_about_once(caplog):
         hub.call("big")
         hub.call("big")
     assert caplog.text.count("answered 9000 UTF-16 units") == 1
+
+
+def test_tool_result_takes_any_extra_fields_through_data():
+    from bailing_flask import tool_result
+
+    app = Flask(__name__)
+    with app.app_context():
+        response = tool_result("rejected", "Not refundable.", data={"status_detail": "x", "url": "y"},
+                               reason="order_not_refundable")
+    assert response.status_code == 422
+    assert response.json == {"ok": False, "status": "rejected", "message": "Not refundable.",
+                             "status_detail": "x", "url": "y", "reason": "order_not_refundable"}

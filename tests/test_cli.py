@@ -108,3 +108,21 @@ def test_call_with_unknown_tool_or_bad_json():
     assert unknown.exit_code != 0 and "no tool named 'nope'" in unknown.output
     bad = runner.invoke(args=["bailing", "call", "order_get", "{not json"])
     assert bad.exit_code != 0 and "not JSON" in bad.output
+
+
+def test_doctor_passes_a_healthy_deployment_and_fails_a_wrong_secret(live_server):
+    app, _ = create_authz_app()
+    base = live_server(app)
+    runner = create_authz_app()[0].test_cli_runner()
+    healthy = runner.invoke(args=["bailing", "doctor", "--url", base, "--subject", "t1:u1"])
+    assert healthy.exit_code == 0, healthy.output
+    assert "PASS  catalog.access" in healthy.output
+    wrong = runner.invoke(args=["bailing", "doctor", "--url", base, "--secret",
+                                "not-the-secret-0123456789-0123456789"])
+    assert wrong.exit_code == 1
+    assert "bad_signature" in wrong.output
+
+
+def test_catalog_with_a_trailing_slash_is_not_the_catalog():
+    app = create_catalog_app()
+    assert app.test_client().get("/.well-known/bailing/tools.json/").status_code == 404

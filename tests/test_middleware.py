@@ -344,3 +344,13 @@ def test_spoofed_environ_key_is_cleared_for_unsigned_requests():
     environ[ENVIRON_KEY] = "forged"
     response = run(protect(), environ)
     assert response.json["call"] is None
+
+
+def test_the_hubs_zero_signature_catalog_probe_is_logged_at_info_only(caplog):
+    headers = catalog_headers(HUB_SECRET, "/.well-known/bailing/tools.json", ts=VECTOR_TS)
+    headers["X-Bailing-Signature"] = "sha256=" + "0" * 64
+    app = protect()
+    with caplog.at_level(logging.INFO, logger="bailing_flask"):
+        assert call(app, "GET", "/.well-known/bailing/tools.json", headers=headers).status_code == 401
+    (record,) = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert record.levelno == logging.INFO

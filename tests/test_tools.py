@@ -256,3 +256,39 @@ def test_declaration_is_attached_and_double_declaration_refused():
 def test_tool_defaults_cannot_name_tools():
     with pytest.raises(ToolDeclarationError):
         tool_defaults(Blueprint("b", __name__), name="x")
+
+
+def test_name_prefix_replaces_the_blueprint_part_of_default_names():
+    app, _ = make_app()
+    api = Blueprint("api", __name__, url_prefix="/api")
+    tool_defaults(api, name_prefix="")
+    shop = Blueprint("shop", __name__, url_prefix="/shop")
+    tool_defaults(shop, name_prefix="shop_v2_")
+
+    @api.get("/orders")
+    @tool(scope="order.read")
+    def order_search():
+        return "x"
+
+    @shop.get("/orders")
+    @tool(scope="order.read")
+    def order_search_shop():
+        return "x"
+
+    app.register_blueprint(api)
+    app.register_blueprint(shop)
+    assert sorted(t.name for t in registry(app).tools) == ["order_search", "shop_v2_order_search_shop"]
+
+
+def test_describing_a_path_parameter_keeps_its_converter_schema():
+    app, _ = make_app()
+
+    @app.get("/orders/<int:order_id>")
+    @tool(scope="order.read", params=[Param("order_id", location="path", description="The order.")])
+    def order_get(order_id):
+        return "x"
+
+    (t,) = registry(app).tools
+    assert t.parameters == ({"name": "order_id", "in": "path", "required": True,
+                             "description": "The order.",
+                             "schema": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}},)

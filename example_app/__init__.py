@@ -1,0 +1,42 @@
+"""A small legacy order/refund back office that also serves governed tools to BailingHub.
+
+``create_app`` builds it: the shop's own SQLite database and session login
+(``auth``, ``views``), and the ``/api`` tools (``tools``) guarded by
+bailing_flask with the shop's own permissions (``hub``). Run it with
+``python -m example_app`` or ``flask --app example_app run``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from . import auth, db, settings, tools, views
+from .hub import bailing
+
+__all__ = ["create_app"]
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the app; ``config`` overrides everything (tests pass paths and a secret).
+
+    Useful keys: ``BAILING_SECRETS`` (list), ``DATABASE`` (SQLite file),
+    ``BAILING_STORE`` (idempotency store URL), ``SECRET_KEY``,
+    ``PUBLIC_BASE_URL`` (how the hub reaches this app).
+    """
+    app = Flask(__name__, instance_relative_config=True)
+    app.config.update(config or {})
+    generated = settings.apply(app)
+    # the model reads at most 8192 UTF-16 units of a tool answer: "张三", not "\u5f20\u4e09"
+    app.json.ensure_ascii = False  # type: ignore[attr-defined]
+
+    db.init_app(app)
+    app.register_blueprint(auth.bp)
+    app.register_blueprint(views.bp)
+    app.register_blueprint(tools.api)
+    bailing.init_app(app)  # after the secrets are known: the middleware needs them
+
+    settings.announce(app, generated=generated)
+    return app

@@ -1,0 +1,119 @@
+"""The shop's own SQLite database: schema, one connection per request, transactions.
+
+These are the legacy business tables. bailing_flask never reads or writes
+them; its idempotency records live in a separate store (``BAILING_STORE``),
+so the hub integration can be added or removed without a migration here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+from flask import Flask, current_app, g
+
+__all__ = ["SCHEMA", "connect", "get_db", "init_app", "transaction"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    id   TEXT PRIMARY KEY,
+    name TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS users (
+    tenant_id     TEXT NOT NULL REFERENCES tenants(id),
+    user_id       TEXT NOT NULL,
+    display_name  TEXT NOT NULL,
+    password_hash TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, user_id)
+);
+CREATE TABLE IF NOT EXISTS permissions (
+    tenant_id  TEXT NOT NULL,
+    user_id    TEXT NOT NULL,
+    permission TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, user_id, permission),
+    FOREIGN KEY (tenant_id, user_id) REFERENCES users(tenant_id, user_id)
+);
+CREATE TABLE IF NOT EXISTS customers (
+    id        INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name      TEXT NOT NULL,
+    phone     TEXT NOT NULL,
+    email     TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS orders (
+    id           INTEGER PRIMARY KEY,
+    tenant_id    TEXT NOT NULL REFERENCES tenants(id),
+    customer_id  INTEGER NOT NULL REFERENCES customers(id),
+    order_no     TEXT NOT NULL UNIQUE,
+    item         TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+    status       TEXT NOT NULL
+                 CHECK (status IN ('pending', 'paid', 'shipped', 'cancelled', 'refunded')),
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS orders_by_tenant ON orders (tenant_id, created_at);
+CREATE TABLE IF NOT EXISTS refund_requests (
+    id           INTEGER PRIMARY KEY,
+    tenant_id    TEXT NOT NULL REFERENCES tenants(id),
+    order_id     INTEGER NOT NULL REFERENCES orders(id),
+    amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+    reason       TEXT NOT NULL,
+    status       TEXT NOT NULL
+                 CHECK (status IN ('submitted', 'pending_approval', 'executed', 'rejected')),
+    requested_by TEXT NOT NULL,
+    job_id       TEXT,
+    created_at   TEXT NOT NULL,
+    executed_by  TEXT,
+    executed_at  TEXT
+);
+CREATE INDEX IF NOT EXISTS refund_requests_by_order ON refund_requests (order_id);
+"""
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open the database in autocommit mode; writes use :func:`transaction` explicitly.
+
+    Autocommit plus explicit ``BEGIN IMMEDIATE`` makes the check-then-write
+    sequences (refundable amount, then insert) atomic across threads and
+    processes, which Python's implicit transactions would not guarantee.
+    """
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def get_db() -> sqlite3.Connection:
+    """The connection of the current request (or app context), opened on first use."""
+    if "db" not in g:
+        g.db = connect(current_app.config["DATABASE"])
+    return g.db  # type: ignore[no-any-return]
+
+
+def close_db(exc: BaseException | None = None) -> None:
+    conn = g.pop("db", None)
+    if conn is not None:
+        conn.close()
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the write lock up front (no lost updates)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def init_app(app: Flask) -> None:
+    """Create the schema, seed the demo data on first run, close connections per request."""
+    from .seed import seed_if_empty
+
+    with closing(connect(app.config["DATABASE"])) as conn:
+        conn.executescript(SCHEMA)
+        seed_if_empty(conn)
+    app.teardown_appcontext(close_db)

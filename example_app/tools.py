@@ -1,0 +1,240 @@
+"""The ``/api`` routes the hub's agents may call, declared as governed tools.
+
+Each view is a thin adapter: the gate in bailing_flask has already checked
+the signature, the subject, the arguments and :func:`example_app.hub.authorize`
+before the view runs, so the view only calls a service with the acting
+user's tenant and shapes the answer for the agent. Refusals use real HTTP
+statuses because the hub treats every 2xx as success.
+
+The first paragraph of each view's docstring is the tool description the
+model reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from flask import Blueprint, current_app, jsonify, url_for
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bailing_flask import Param, current_call, tool, tool_defaults, tool_result
+
+from . import services
+from .auth import User
+from .db import get_db
+
+__all__ = ["HUB_APPROVAL_LIMIT", "api"]
+
+#: Refund requests above this amount need a human approval in the hub before
+#: they are even sent here (``approval.when``); the preview reports it.
+HUB_APPROVAL_LIMIT = 500
+
+api = Blueprint("api", __name__, url_prefix="/api")
+# every tool acts for a user of one tenant: anonymous jobs never see them
+tool_defaults(api, subject_required=True)
+
+ORDER_ID = Param(
+    "order_id", location="path", description="The order's numeric id (order_id in search results)."
+)
+MAX_ID = 2**31 - 1
+
+
+class OrderSearchQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keyword: str | None = Field(
+        None, max_length=100,
+        description="Words that must all appear in the order number, item or customer name.",
+    )
+    status: services.OrderStatus | None = Field(None, description="Only orders in this status.")
+    page: int = Field(1, ge=1, le=1000, description=f"1-based page ({services.PAGE_SIZE} orders per page).")
+
+
+class RefundPreviewBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: int = Field(ge=1, le=MAX_ID, description="The order to refund.")
+    amount: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Amount to check, in the order's currency; omit to see the maximum.",
+    )
+
+
+def _two_decimals(amount: float) -> float:
+    if abs(amount * 100 - round(amount * 100)) > 1e-6:
+        raise ValueError("use at most two decimals")
+    return amount
+
+
+class RefundRequestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: int = Field(ge=1, le=MAX_ID, description="The order to refund (a paid or shipped order).")
+    amount: float = Field(gt=0, le=1_000_000, description="Amount to refund, at most two decimals.")
+    reason: str = Field(min_length=3, max_length=500, description="Why the customer gets money back.")
+
+    _amount = field_validator("amount")(_two_decimals)
+
+
+class PhoneBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    phone: str = Field(
+        pattern=r"^\+?[0-9][0-9 \-]{4,18}[0-9]$",
+        description="The new phone number, digits with optional leading + and spaces or dashes.",
+    )
+
+
+def _user() -> User:
+    """The acting user (the gate guarantees one: every tool requires a subject)."""
+    return cast(User, current_call.user)
+
+
+def _not_found(what: str) -> Any:
+    return jsonify(error="not_found", reason="not_found", message=f"No {what} in your company."), 404
+
+
+def _refused(refused: services.RefundRefused, **data: Any) -> Any:
+    # 409: the request is well-formed, the order's state does not allow it
+    return tool_result("rejected", refused.message, http_status=409, reason=refused.code, **data)
+
+
+def _order_page(order_id: int) -> str:
+    """Where a human sees the order in the back office (for the agent to link to)."""
+    base = str(current_app.config["PUBLIC_BASE_URL"]).rstrip("/")
+    return base + url_for("shop.order_detail", order_id=order_id)
+
+
+@api.get("/orders")
+@tool(
+    name="order_search", scope="order.read", query=OrderSearchQuery,
+    when_to_use="Find orders by customer, item, order number or status before acting on one.",
+    returns="A page of orders, each with its integer order_id, plus total and has_more.",
+    examples=[{"keyword": "张三 耳机", "status": "paid"}],
+)
+def order_search() -> Any:
+    """Search the company's orders.
+
+    Search is always limited to the acting user's tenant by the service.
+    """
+    query = cast(OrderSearchQuery, current_call.query)
+    result = services.search_orders(
+        get_db(), _user().tenant_id, keyword=query.keyword,
+        status=query.status.value if query.status else None, page=query.page,
+    )
+    return jsonify(result)
+
+
+@api.get("/orders/<int:order_id>")
+@tool(
+    name="order_get", scope="order.read", params=[ORDER_ID],
+    returns="The order with its customer, refund requests and the amount still refundable.",
+)
+def order_get(order_id: int) -> Any:
+    """Read one order in full."""
+    try:
+        return jsonify(services.get_order(get_db(), _user().tenant_id, order_id))
+    except services.NotFound:
+        return _not_found(f"order {order_id}")
+
+
+@api.post("/refunds/preview")
+@tool(
+    name="refund_preview", scope="refund.read", body=RefundPreviewBody, readonly=True,
+    when_to_use="Check whether an order can be refunded, and by how much, before requesting a refund.",
+)
+def refund_preview() -> Any:
+    """Preview a refund without changing anything.
+
+    A POST that only reads (``readonly=True``): the hub sends no idempotency
+    key and never asks for approval, and the store does not record it.
+    """
+    body = cast(RefundPreviewBody, current_call.body)
+    amount = None if body.amount is None else services.cents(body.amount)
+    try:
+        preview = services.preview_refund(get_db(), _user().tenant_id, body.order_id, amount)
+    except services.NotFound:
+        return _not_found(f"order {body.order_id}")
+    if body.amount is not None:
+        preview["needs_hub_approval"] = body.amount > HUB_APPROVAL_LIMIT
+    return jsonify(preview)
+
+
+@api.post("/refunds/requests")
+@tool(
+    name="refund_request_create", scope="refund.write", body=RefundRequestBody, risk="medium",
+    approval_when=[f"amount > {HUB_APPROVAL_LIMIT}"],
+    approval_prompt="Refund {amount} on order {order_id}: {reason}",
+    returns="status submitted (ready to execute) or pending_approval (finance must approve first).",
+)
+def refund_request_create() -> Any:
+    """Request a refund for a paid or shipped order.
+
+    Side-effecting, so bailing_flask records the outcome under the hub's
+    call identity: a repeated delivery of the same call is answered from
+    the store and never files a second request.
+    """
+    body = cast(RefundRequestBody, current_call.body)
+    user = _user()
+    try:
+        created = services.create_refund_request(
+            get_db(), user.tenant_id, requested_by=user.user_id, order_id=body.order_id,
+            amount_cents=services.cents(body.amount), reason=body.reason, job_id=current_call.job_id,
+        )
+    except services.NotFound:
+        return _not_found(f"order {body.order_id}")
+    except services.RefundRefused as refused:
+        return _refused(refused, order_id=body.order_id)
+    message = (
+        f"Refund request {created.id} submitted; it can be executed now."
+        if created.status == "submitted"
+        else f"Refund request {created.id} waits for a finance supervisor's approval."
+    )
+    return tool_result(
+        "submitted" if created.status == "submitted" else "pending_approval", message,
+        business_id=created.id, url=_order_page(body.order_id), http_status=201,
+        refund_request_id=created.id, order_id=body.order_id, amount=body.amount,
+    )
+
+
+@api.post("/refunds/<int:request_id>/execute")
+@tool(
+    name="refund_execute", scope="refund.execute", risk="high",
+    params=[Param("request_id", location="path", description="The refund_request_id to pay out.")],
+    returns="status executed once the money is sent back to the customer.",
+)
+def refund_execute(request_id: int) -> Any:
+    """Pay out a submitted refund request.
+
+    ``risk="high"``: the hub asks a human before every call.
+    """
+    user = _user()
+    try:
+        paid = services.execute_refund(get_db(), user.tenant_id, request_id=request_id,
+                                       executed_by=user.user_id)
+    except services.NotFound:
+        return _not_found(f"refund request {request_id}")
+    except services.RefundRefused as refused:
+        return _refused(refused, refund_request_id=request_id)
+    return tool_result("executed", f"Refund request {request_id} was paid out.",
+                       business_id=request_id, url=_order_page(paid["order_id"]), **paid)
+
+
+@api.put("/customers/<int:customer_id>/phone")
+@tool(
+    name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True, idempotent=True,
+    params=[Param("customer_id", location="path", description="The customer's numeric id.")],
+)
+def customer_update_phone(customer_id: int) -> Any:
+    """Change a customer's phone number.
+
+    ``sensitive=True`` keeps the number out of the hub's audit and ours;
+    ``idempotent=True`` because setting the same number twice is harmless,
+    so the hub may retry it and no idempotency record is needed.
+    """
+    phone = cast(PhoneBody, current_call.body).phone
+    try:
+        services.update_customer_phone(get_db(), _user().tenant_id, customer_id, phone)
+    except services.NotFound:
+        return _not_found(f"customer {customer_id}")
+    return tool_result("executed", "Phone number updated.", business_id=customer_id)

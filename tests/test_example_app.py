@@ -1,0 +1,435 @@
+"""The example shop, called exactly as BailingHub calls it (HubSimulator), plus its legacy pages.
+
+Every test gets its own copy of the seeded database and an in-memory
+idempotency store, so nothing is written into the repository.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from bailing_flask.testing import HubResponse, HubSimulator
+from example_app import create_app
+
+from .conftest import STRONG_SECRET
+
+SECRET = STRONG_SECRET
+TOOL_NAMES = {
+    "order_search", "order_get", "refund_preview", "refund_request_create", "refund_execute",
+    "customer_update_phone",
+}
+T1_ORDERS = set(range(1001, 1009))
+T2_ORDERS = set(range(2001, 2005))
+
+
+def _config(database: Path, **extra: object) -> dict[str, object]:
+    return {
+        "TESTING": True,
+        "DATABASE": str(database),
+        "BAILING_SECRETS": [SECRET],
+        "BAILING_STORE": "memory://",
+        "SECRET_KEY": "test-session-key",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="session")
+def seeded_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Create and seed the demo database once (password hashing is slow on purpose)."""
+    path = tmp_path_factory.mktemp("seed") / "shop.sqlite3"
+    create_app(_config(path))
+    return path
+
+
+@pytest.fixture
+def database(tmp_path: Path, seeded_database: Path) -> Path:
+    path = tmp_path / "shop.sqlite3"
+    shutil.copy(seeded_database, path)
+    return path
+
+
+@pytest.fixture
+def app(database: Path) -> Flask:
+    return create_app(_config(database))
+
+
+@pytest.fixture
+def hub(app: Flask) -> HubSimulator:
+    return HubSimulator(app, SECRET)
+
+
+def order_ids(response: HubResponse) -> list[int]:
+    assert response.status == 200, response.text
+    return [order["order_id"] for order in response.json()["orders"]]
+
+
+def refund_rows(database: Path, order_id: int) -> list[sqlite3.Row]:
+    with sqlite3.connect(database) as conn:
+        conn.row_factory = sqlite3.Row
+        return conn.execute("SELECT * FROM refund_requests WHERE order_id = ?", (order_id,)).fetchall()
+
+
+# -- order_search / order_get ----------------------------------------------------------------------
+
+
+def test_search_by_keyword_status_and_page(hub: HubSimulator) -> None:
+    assert set(order_ids(hub.call("order_search", {"keyword": "耳机"}, subject="t1:u1"))) == {1001, 1007}
+    assert set(order_ids(hub.call("order_search", {"keyword": "张三 降噪"}, subject="t1:u1"))) == {1007}
+    paid = order_ids(hub.call("order_search", {"status": "paid"}, subject="t1:u1"))
+    assert set(paid) == {1001, 1002, 1005, 1007}
+
+    first = hub.call("order_search", {}, subject="t1:u1").json()
+    second = hub.call("order_search", {"page": 2}, subject="t1:u1").json()
+    assert (first["total"], first["page_size"], first["has_more"]) == (8, 5, True)
+    assert second["has_more"] is False
+    ids = [o["order_id"] for o in first["orders"] + second["orders"]]
+    assert set(ids) == T1_ORDERS and len(ids) == 8
+    assert all(isinstance(order_id, int) for order_id in ids)
+
+
+def test_search_only_sees_the_subjects_tenant(hub: HubSimulator) -> None:
+    assert set(order_ids(hub.call("order_search", {}, subject="t2:u9"))) == T2_ORDERS
+    assert order_ids(hub.call("order_search", {"keyword": "T1-1001"}, subject="t2:u9")) == []
+    assert order_ids(hub.call("order_search", {"keyword": "耳机"}, subject="t2:u9")) == []
+
+
+def test_search_rejects_an_unknown_status(hub: HubSimulator) -> None:
+    response = hub.call("order_search", {"status": "lost"}, subject="t1:u1")
+    assert response.status == 422
+    assert response.json()["parameters"] == ["status"]
+
+
+def test_order_get_reads_an_order_of_the_own_tenant(hub: HubSimulator) -> None:
+    response = hub.call("order_get", {"order_id": 1008}, subject="t1:u2")
+    assert response.status == 200
+    order = response.json()
+    assert (order["order_id"], order["status"], order["refundable_amount"]) == (1008, "refunded", 0)
+    assert order["customer"]["name"] == "Anna Schmidt"
+    assert [r["status"] for r in order["refund_requests"]] == ["executed"]
+
+
+def test_other_tenant_cannot_read_an_order(hub: HubSimulator) -> None:
+    response = hub.call("order_get", {"order_id": 1001}, subject="t2:u9")
+    assert response.status == 403
+    assert response.json()["reason"] == "forbidden"
+
+
+@pytest.mark.parametrize("subject", ["t1:nobody", "t3:u1", "u1", "__bailing_authz_probe__:nobody"])
+def test_unknown_subjects_get_nothing(hub: HubSimulator, subject: str) -> None:
+    assert hub.call("order_search", {}, subject=subject).status == 403
+    assert hub.call("order_get", {"order_id": 1001}, subject=subject).status == 403
+
+
+def test_order_get_without_subject_is_refused(hub: HubSimulator) -> None:
+    response = hub.call("order_get", {"order_id": 1001})
+    assert response.status == 403
+    assert response.json()["reason"] == "subject_required"
+
+
+def test_unsigned_api_requests_are_refused(app: Flask) -> None:
+    response = app.test_client().get("/api/orders")
+    assert response.status_code == 401
+    assert response.get_json()["reason"] == "missing_signature"
+
+
+# -- refunds -------------------------------------------------------------------------------------------
+
+
+def test_refund_preview_reads_only(hub: HubSimulator, database: Path) -> None:
+    request = hub.build_call("refund_preview", {"order_id": 1001, "amount": 20}, subject="t1:u2")
+    assert "X-Bailing-Idempotency-Key" not in request.headers  # a read-only POST
+    preview = hub.replay(request).json()
+    assert preview["accepted"] is True
+    assert (preview["refundable_amount"], preview["needs_hub_approval"]) == (299, False)
+
+    too_much = hub.call("refund_preview", {"order_id": 1001, "amount": 300}, subject="t1:u1").json()
+    assert (too_much["accepted"], too_much["reason"]) == (False, "amount_exceeds_refundable")
+    assert refund_rows(database, 1001) == []
+
+
+def test_read_only_user_cannot_request_a_refund(hub: HubSimulator, database: Path) -> None:
+    args = {"order_id": 1001, "amount": 10, "reason": "Left earbud crackles"}
+    response = hub.call("refund_request_create", args, subject="t1:u2")
+    assert response.status == 403
+    assert response.json()["reason"] == "forbidden"
+    assert refund_rows(database, 1001) == []
+
+
+def test_refund_request_is_created_once_even_when_replayed(hub: HubSimulator, database: Path) -> None:
+    request = hub.build_call(
+        "refund_request_create", {"order_id": 1001, "amount": 20, "reason": "Left earbud crackles"},
+        subject="t1:u1",
+    )
+    assert "X-Bailing-Idempotency-Key" in request.headers
+
+    first = hub.replay(request)
+    assert first.status == 201, first.text
+    result = first.json()
+    assert (result["ok"], result["status"], result["order_id"]) == (True, "submitted", 1001)
+    assert result["business_id"] == result["refund_request_id"]
+    assert result["url"].endswith("/orders/1001")
+    assert "Idempotent-Replayed" not in first.headers
+
+    again = hub.replay(request)
+    assert again.status == 201
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert again.json() == result
+
+    rows = refund_rows(database, 1001)
+    assert len(rows) == 1
+    assert (rows[0]["amount_cents"], rows[0]["requested_by"], rows[0]["status"]) == (2000, "u1", "submitted")
+    assert rows[0]["job_id"] == request.headers["X-Bailing-Job-Id"]
+
+
+def test_large_refund_waits_for_back_office_approval(hub: HubSimulator) -> None:
+    response = hub.call(
+        "refund_request_create", {"order_id": 1002, "amount": 600, "reason": "Dock ports dead"},
+        subject="t1:u1",
+    )
+    assert response.status == 201
+    assert response.json()["status"] == "pending_approval"
+
+
+def test_unpaid_order_is_refused(hub: HubSimulator, database: Path) -> None:
+    response = hub.call(
+        "refund_request_create", {"order_id": 1003, "amount": 5, "reason": "Changed my mind"}, subject="t1:u1"
+    )
+    assert response.status == 409
+    body = response.json()
+    assert (body["ok"], body["status"], body["reason"]) == (False, "rejected", "order_not_refundable")
+    assert "pending" in body["message"]
+    assert refund_rows(database, 1003) == []
+
+
+def test_other_tenant_cannot_request_a_refund_on_our_order(hub: HubSimulator, database: Path) -> None:
+    response = hub.call(
+        "refund_request_create", {"order_id": 1001, "amount": 5, "reason": "Not mine"}, subject="t2:u9"
+    )
+    assert response.status == 403
+    assert refund_rows(database, 1001) == []
+
+
+def test_amount_with_more_than_two_decimals_is_invalid(hub: HubSimulator) -> None:
+    response = hub.call(
+        "refund_request_create", {"order_id": 1001, "amount": 1.005, "reason": "Rounding"}, subject="t1:u1"
+    )
+    assert response.status == 422
+    assert response.json()["parameters"] == ["amount"]
+
+
+def test_refund_execute_pays_out_a_submitted_request_once(hub: HubSimulator) -> None:
+    created = hub.call(
+        "refund_request_create", {"order_id": 1005, "amount": 89, "reason": "Wrong layout"}, subject="t1:u1"
+    ).json()
+    request_id = created["refund_request_id"]
+
+    assert hub.call("refund_execute", {"request_id": request_id}, subject="t1:u2").status == 403
+    assert hub.call("refund_execute", {"request_id": request_id}, subject="t2:u9").status == 403
+
+    executed = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1")
+    assert executed.status == 200, executed.text
+    assert executed.json()["status"] == "executed"
+    order = hub.call("order_get", {"order_id": 1005}, subject="t1:u1").json()
+    assert order["status"] == "refunded"  # paid back in full
+
+    again = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1")  # a new job
+    assert again.status == 409
+    assert again.json()["reason"] == "request_executed"
+
+
+def test_refund_execute_waits_for_approval(hub: HubSimulator) -> None:
+    created = hub.call(
+        "refund_request_create", {"order_id": 1007, "amount": 899, "reason": "Defective"}, subject="t1:u1"
+    ).json()
+    response = hub.call("refund_execute", {"request_id": created["refund_request_id"]}, subject="t1:u1")
+    assert response.status == 409
+    assert response.json()["reason"] == "approval_pending"
+
+
+# -- customers -----------------------------------------------------------------------------------------
+
+
+def test_customer_update_phone(hub: HubSimulator, database: Path) -> None:
+    ok = hub.call("customer_update_phone", {"customer_id": 101, "phone": "+86 138 1234 5678"},
+                  subject="t1:u1")
+    assert ok.status == 200, ok.text
+    assert "+86" not in ok.text  # the sensitive value is not echoed back
+    assert hub.call("customer_update_phone", {"customer_id": 101, "phone": "+1 555 0199"},
+                    subject="t2:u9").status == 403
+    assert hub.call("customer_update_phone", {"customer_id": 101, "phone": "call me"},
+                    subject="t1:u1").status == 422
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT phone FROM customers WHERE id = 101").fetchone()[0] == "+86 138 1234 5678"
+
+
+# -- catalog, check, probe -----------------------------------------------------------------------------
+
+
+def test_catalog_declares_exactly_the_six_tools(hub: HubSimulator) -> None:
+    document = hub.document()
+    operations = {
+        op["operationId"]: op["x-agent-capability"]
+        for path in document["paths"].values() for op in path.values()
+    }
+    assert set(operations) == TOOL_NAMES
+
+    assert all(cap["subject"]["required"] for cap in operations.values())
+    assert operations["order_search"]["execution"]["readonly"] is True
+    assert operations["refund_preview"]["execution"] == {"readonly": True, "idempotent": False}
+    assert operations["refund_preview"]["risk"]["level"] == "low"
+
+    create = operations["refund_request_create"]
+    assert create["risk"]["level"] == "medium"
+    assert create["execution"] == {"readonly": False, "idempotent": False}
+    assert create["approval"]["when"] == [{"param": "amount", "op": ">", "value": 500}]
+
+    assert operations["refund_execute"]["risk"]["level"] == "high"
+    sensitive = {name for name, cap in operations.items() if cap["audit"]["sensitive"]}
+    assert sensitive == {"customer_update_phone"}
+
+    search = document["paths"]["/api/orders"]["get"]["parameters"]
+    assert {p["name"]: p["schema"]["type"] for p in search} == {
+        "keyword": "string", "status": "string", "page": "integer",
+    }
+    assert "paid" in next(p for p in search if p["name"] == "status")["schema"]["enum"]
+    assert all(p["description"] for p in search)
+
+
+def test_catalog_needs_a_signature(hub: HubSimulator) -> None:
+    assert hub.fetch_catalog().status == 200
+    assert hub.fetch_catalog(signature=None).status == 401
+    assert hub.fetch_catalog(signature="zeros").status == 401
+
+
+def test_bailing_check_finds_no_errors(app: Flask) -> None:
+    result = app.test_cli_runner().invoke(args=["bailing", "check"])
+    assert result.exit_code == 0, result.output
+    assert "6 tool(s), 0 error(s)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("subject", "authorized"),
+    [("__bailing_authz_probe__:nobody", False), ("t1:u1", True), ("t1:u2", True), ("t1:ghost", False)],
+)
+def test_authz_probe(hub: HubSimulator, subject: str, authorized: bool) -> None:
+    response = hub.probe(subject)
+    assert response.status == 200
+    assert response.json() == {"authorized": authorized}
+
+
+# -- the legacy pages -----------------------------------------------------------------------------------
+
+
+def test_pages_redirect_to_login(app: Flask) -> None:
+    response = app.test_client().get("/orders/1001")
+    assert response.status_code == 302
+    assert response.headers["Location"].startswith("/login?next=/orders/1001")
+
+
+def test_login_shows_the_users_orders_only(app: Flask) -> None:
+    client = app.test_client()
+    response = client.post(
+        "/login?next=/orders", data={"tenant": "t1", "username": "u1", "password": "alice-demo"}
+    )
+    assert response.status_code == 302 and response.headers["Location"] == "/orders"
+
+    page = client.get("/orders?status=paid").get_data(as_text=True)
+    assert "T1-1001" in page and "T1-1003" not in page and "T2-" not in page
+    detail = client.get("/orders/1001").get_data(as_text=True)
+    assert "张三" in detail and "蓝牙耳机" in detail
+    assert client.get("/orders/2001").status_code == 404  # t2's order does not exist for t1
+
+    client.post("/logout")
+    assert client.get("/orders").status_code == 302
+
+
+def test_login_with_a_wrong_password_fails(app: Flask) -> None:
+    client = app.test_client()
+    response = client.post("/login", data={"tenant": "t1", "username": "u1", "password": "nope"})
+    assert response.status_code == 401
+    assert "Unknown company" in response.get_data(as_text=True)
+    assert client.get("/orders").status_code == 302
+
+
+def test_login_never_redirects_off_site(app: Flask) -> None:
+    response = app.test_client().post(
+        "/login?next=//evil.example/", data={"tenant": "t2", "username": "u9", "password": "carla-demo"}
+    )
+    assert response.headers["Location"] == "/orders"
+
+
+def test_agent_refund_shows_up_in_the_back_office(app: Flask, hub: HubSimulator) -> None:
+    hub.call("refund_request_create", {"order_id": 1001, "amount": 20, "reason": "Left earbud crackles"},
+             subject="t1:u1")
+    client = app.test_client()
+    client.post("/login", data={"tenant": "t1", "username": "u2", "password": "bob-demo"})
+    page = client.get("/orders/1001").get_data(as_text=True)
+    assert "Left earbud crackles" in page and "submitted" in page
+
+
+# -- a real server, and start-up -----------------------------------------------------------------------
+
+
+def test_through_a_real_server(
+    live_server: Callable[[Flask], str], database: Path, tmp_path: Path
+) -> None:
+    app = create_app(_config(database, BAILING_STORE=f"sqlite:///{tmp_path / 'idem.sqlite3'}"))
+    hub = HubSimulator(live_server(app), SECRET)
+
+    found = hub.call("order_search", {"keyword": "张三 耳机", "status": "paid"}, subject="t1:u1")
+    assert set(order_ids(found)) == {1001, 1007}
+    assert "张三" in found.text  # raw UTF-8, not \u escapes that eat the model's budget
+
+    request = hub.build_call(
+        "refund_request_create",
+        {"order_id": 1001, "amount": 12.5, "reason": "Late delivery, 50% of shipping"},
+        subject="t1:u1",
+    )
+    assert hub.replay(request).status == 201
+    replayed = hub.replay(request)
+    assert (replayed.status, replayed.headers.get("Idempotent-Replayed")) == (201, "true")
+    assert len(refund_rows(database, 1001)) == 1
+    assert hub.probe().json() == {"authorized": False}
+
+
+def test_without_a_secret_one_is_generated_and_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("BAILING_SECRET", raising=False)
+    with caplog.at_level(logging.INFO):
+        app = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://",
+                          "PUBLIC_BASE_URL": "http://127.0.0.1:5000"})
+    (secret,) = app.config["BAILING_SECRETS"]
+    assert len(secret) >= 60
+    assert app.config["SECRET_KEY"]
+    log = caplog.text
+    for expected in ("http://127.0.0.1:5000", "http://127.0.0.1:5000/.well-known/bailing/tools.json",
+                     secret, "signed_required"):
+        assert expected in log
+    assert HubSimulator(app, secret).fetch_catalog().status == 200
+
+    other = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://"})
+    assert other.config["BAILING_SECRETS"] != [secret]  # a fresh one per run, unless BAILING_SECRET is set
+
+
+def test_secret_from_the_environment_is_used_and_not_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    with caplog.at_level(logging.INFO):
+        app = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://"})
+    assert app.config["BAILING_SECRETS"] == [SECRET]
+    assert SECRET not in caplog.text
+    assert "signed_required" in caplog.text
+    assert hub_reads_catalog(app)
+
+
+def hub_reads_catalog(app: Flask) -> bool:
+    return HubSimulator(app, SECRET).fetch_catalog().status == 200
