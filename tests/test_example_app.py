@@ -433,3 +433,13 @@ def test_secret_from_the_environment_is_used_and_not_logged(
 
 def hub_reads_catalog(app: Flask) -> bool:
     return HubSimulator(app, SECRET).fetch_catalog().status == 200
+
+
+# -- the pytest plugin ---------------------------------------------------------------------------
+
+
+def test_bailing_hub_fixture_from_the_pytest_plugin(bailing_hub):
+    """``bailing_hub`` comes with the package's pytest plugin: it only needs an ``app`` fixture."""
+    assert bailing_hub.call("order_get", {"order_id": 1001}, subject="t1:u1").status == 200
+    assert bailing_hub.call("order_get", {"order_id": 1001}, subject="t2:u9").status == 403
+    assert bailing_hub.probe().json() == {"authorized": False}
