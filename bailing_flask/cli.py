@@ -224,7 +224,8 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
     if not isinstance(args, dict):
         raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
     target = url or current_app._get_current_object()  # type: ignore[attr-defined]
-    hub = HubSimulator(target, secret or _first_secret(), client="admin-debug")
+    # a call as in a real admin-triggered job: empty client, idempotency key on side effects
+    hub = HubSimulator(target, secret or _first_secret(), client="")
     try:
         request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
     except KeyError as exc:

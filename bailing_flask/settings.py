@@ -22,6 +22,7 @@ class Setting:
     doc: str
 
 
+#: Every ``BAILING_*`` setting with its default and effect, in documentation order.
 SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_SECRETS", None,
             "Provider secret(s) of this tool source in the hub: a string, a list (rotation; "
@@ -86,4 +87,5 @@ SETTINGS: tuple[Setting, ...] = (
             "Accepted clock difference for callbacks, in milliseconds (exclusive)."),
 )
 
+#: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.
 DEFAULTS: dict[str, Any] = {setting.key: setting.default for setting in SETTINGS}

@@ -1,0 +1,232 @@
+"""Sphinx helpers that generate reference material from the package itself.
+
+Nothing here is copied from the code by hand, so the documentation cannot
+drift from it:
+
+``.. bailing-settings::``
+    A table of every configuration key in :data:`bailing_flask.settings.SETTINGS`
+    (key, default, effect). Each key becomes a link target for the
+    ``:setting:`` role; a ``:setting:`` reference to a key that does not exist
+    is a build warning (so an error under ``-W``).
+
+``.. bailing-reasons::``
+    The refusal reason codes (:data:`bailing_flask.errors.REASON_MESSAGES`
+    and :data:`bailing_flask.responses.REASON_STATUS`) with their HTTP
+    status, the coarse ``error`` field and the message callers see.
+
+``.. bailing-cli:: COMMAND [SUBCOMMAND]``
+    The ``--help`` text of a ``flask bailing`` command, rendered from the
+    click command object. With ``:optional:``, a command that this version
+    does not have renders nothing instead of failing the build.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+
+
+# -- settings -----------------------------------------------------------------------------
+
+
+def _format_default(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        if value >= MiB and value % MiB == 0:
+            return f"{value} ({value // MiB} MiB)"
+        if value >= 3600 and value % 3600 == 0:
+            return f"{value} ({value // 3600} h)"
+        return str(value)
+    if isinstance(value, (tuple, list)) and not value:
+        return "()"
+    return repr(value)
+
+
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+def _text_with_literals(text: str) -> list[nodes.Node]:
+    """Plain text in which `backticked` words become inline literals."""
+    result: list[nodes.Node] = []
+    position = 0
+    for match in _BACKTICKS.finditer(text):
+        if match.start() > position:
+            result.append(nodes.Text(text[position : match.start()]))
+        result.append(nodes.literal(match.group(1), match.group(1)))
+        position = match.end()
+    if position < len(text):
+        result.append(nodes.Text(text[position:]))
+    return result
+
+
+def _table(headers: list[str], widths: list[int], rows: list[list[nodes.Node]]) -> nodes.table:
+    table = nodes.table(classes=["bailing-generated"])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    group += head
+    head_row = nodes.row()
+    for header in headers:
+        entry = nodes.entry()
+        entry += nodes.paragraph(header, header)
+        head_row += entry
+    head += head_row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            entry += cell
+            row += entry
+        body += row
+    return table
+
+
+def setting_id(key: str) -> str:
+    return "setting-" + key.lower().replace("_", "-")
+
+
+class SettingsDirective(SphinxDirective):
+    """Render ``bailing_flask.settings.SETTINGS`` as a table."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from bailing_flask.settings import SETTINGS
+
+        self.env.note_dependency(_module_file("bailing_flask.settings"))
+        std = self.env.get_domain("std")
+        rows: list[list[nodes.Node]] = []
+        for setting in SETTINGS:
+            node_id = setting_id(setting.key)
+            key_paragraph = nodes.paragraph()
+            target = nodes.target("", "", ids=[node_id])
+            key_paragraph += target
+            key_paragraph += nodes.literal(setting.key, setting.key)
+            std.note_object("setting", setting.key, node_id, location=(self.env.docname, self.lineno))
+            default = _format_default(setting.default)
+            default_paragraph = nodes.paragraph()
+            default_paragraph += nodes.literal(default, default)
+            doc_paragraph = nodes.paragraph()
+            doc_paragraph.extend(_text_with_literals(setting.doc))
+            rows.append([key_paragraph, default_paragraph, doc_paragraph])
+        return [_table(["Key", "Default", "Effect"], [26, 18, 56], rows)]
+
+
+def _missing_setting(app: Sphinx, env: Any, node: nodes.Element, contnode: nodes.Node) -> None:
+    if node.get("reftype") == "setting" and node.get("refdomain") == "std":
+        logger.warning(
+            "unknown configuration key %r (not in bailing_flask.settings.SETTINGS)",
+            node.get("reftarget"),
+            location=node,
+        )
+    return None
+
+
+def _module_file(module: str) -> str:
+    import importlib
+
+    return importlib.import_module(module).__file__ or ""
+
+
+# -- refusal reasons ---------------------------------------------------------------------------
+
+
+class ReasonsDirective(SphinxDirective):
+    """Render every refusal reason code with status, coarse error and message."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from bailing_flask.errors import REASON_MESSAGES, SignatureError
+        from bailing_flask.responses import REASON_STATUS, ErrorInfo
+
+        self.env.note_dependency(_module_file("bailing_flask.errors"))
+        self.env.note_dependency(_module_file("bailing_flask.responses"))
+        # statuses the middleware gives (SignatureError(reason, status)); 401 unless a body problem
+        middleware_status = {"body_too_large": 413, "malformed_body": 400}
+        rows: list[list[nodes.Node]] = []
+        seen: list[str] = []
+        for reason in list(REASON_MESSAGES) + [r for r in REASON_STATUS if r not in REASON_MESSAGES]:
+            if reason in seen:
+                continue
+            seen.append(reason)
+            if reason in REASON_STATUS:
+                info = ErrorInfo.make(reason)
+                status, error, message = info.status, info.error, info.message
+            else:
+                error_obj = SignatureError(reason, middleware_status.get(reason, 401))
+                status, error, message = error_obj.status, error_obj.sdk_error, error_obj.message
+            cells: list[nodes.Node] = []
+            for text, literal in ((reason, True), (str(status), False), (error, True), (message, False)):
+                paragraph = nodes.paragraph()
+                paragraph += nodes.literal(text, text) if literal else nodes.Text(text)
+                cells.append(paragraph)
+            rows.append(cells)
+        return [_table(["reason", "HTTP", "error", "message (sent to the caller)"], [22, 8, 18, 52], rows)]
+
+
+# -- CLI help ----------------------------------------------------------------------------------
+
+
+class CliDirective(SphinxDirective):
+    """Render ``flask bailing <command> --help`` from the click objects."""
+
+    required_arguments = 1
+    optional_arguments = 3
+    has_content = False
+    option_spec = {"optional": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        from bailing_flask.cli import bailing_cli
+
+        self.env.note_dependency(_module_file("bailing_flask.cli"))
+        names = list(self.arguments)
+        command: click.Command = bailing_cli
+        info_name = "flask bailing"
+        parent = click.Context(bailing_cli, info_name=info_name)
+        for name in names:
+            sub = command.commands.get(name) if isinstance(command, click.Group) else None
+            if sub is None:
+                if "optional" in self.options:
+                    logger.info("bailing-cli: no command %r in this version; skipped", " ".join(names))
+                    return []
+                logger.warning(
+                    "bailing-cli: no command %r in bailing_flask.cli", " ".join(names),
+                    location=(self.env.docname, self.lineno),
+                )
+                return []
+            command = sub
+            parent = click.Context(command, info_name=name, parent=parent)
+        formatter = parent.make_formatter()
+        command.format_help(parent, formatter)
+        text = formatter.getvalue().rstrip()
+        block = nodes.literal_block(text, text)
+        block["language"] = "text"
+        return [block]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_crossref_type("setting", "setting", indextemplate="pair: %s; configuration key")
+    app.add_directive("bailing-settings", SettingsDirective)
+    app.add_directive("bailing-reasons", ReasonsDirective)
+    app.add_directive("bailing-cli", CliDirective)
+    app.connect("missing-reference", _missing_setting)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
