@@ -141,6 +141,8 @@ def _is_array_index(key: str) -> bool:
 def js_property_order(keys: Iterable[str]) -> list[str]:
     """Own-property order: array-index keys ascending, then insertion order."""
     keys = list(keys)
+    if not any(k[:1].isdigit() for k in keys):  # the usual case: nothing moves
+        return keys
     indexes = sorted((k for k in keys if _is_array_index(k)), key=int)
     return indexes + [k for k in keys if not _is_array_index(k)]
 

@@ -10,6 +10,7 @@ keywords 3.0 lacks are translated.
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -84,14 +85,27 @@ def openapi_schema(schema: dict[str, Any], where: str) -> dict[str, Any]:
     """Translate a pydantic JSON schema into a self-contained OpenAPI 3.0 schema."""
     defs = dict(schema.get("$defs", {}))
     defs.update(schema.get("definitions", {}))
-    return _convert(copy.deepcopy(schema), defs, where, ())
+    return _convert(schema, defs, where, ())  # _convert builds new containers throughout
+
+
+_MODEL_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def model_schema(model: type[BaseModel], where: str) -> dict[str, Any]:
-    """The inlined object schema of a pydantic model."""
+    """The inlined object schema of a pydantic model (computed once per model class).
+
+    The result is shared between the tools that use the model: treat it as
+    read-only.
+    """
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ToolDeclarationError(f"{where}: expected a pydantic model class, got {model!r}")
-    return openapi_schema(model.model_json_schema(mode="validation"), where)
+    cached = _MODEL_SCHEMAS.get(model)
+    if cached is None:
+        cached = openapi_schema(model.model_json_schema(mode="validation"), where)
+        _MODEL_SCHEMAS[model] = cached
+    return cached
 
 
 def type_schema(tp: Any, where: str) -> dict[str, Any]:

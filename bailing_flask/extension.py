@@ -32,9 +32,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _rule_count(app: Flask) -> int:
-    rules = getattr(app.url_map, "_rules", None)
-    if isinstance(rules, list):
-        return len(rules)
     return sum(1 for _ in app.url_map.iter_rules())
 
 
@@ -47,6 +44,7 @@ class BailingState:
         self.middleware = middleware
         self._lock = threading.Lock()
         self._registry: Registry | None = None
+        self._final = False
         self._catalog: Catalog | None = None
         self._warned: set[Any] = set()
         from .idempotency import Idempotency
@@ -60,16 +58,27 @@ class BailingState:
     # -- compiled views of the app ------------------------------------------------
 
     def registry(self) -> Registry:
-        """The compiled tools; rebuilt if routes were added since the last build."""
+        """The compiled tools; rebuilt if routes were added since the last build.
+
+        Flask refuses new routes once it has handled a request, so a registry
+        built after that is final and the check is skipped (counting the
+        rules is not free on a large app).
+        """
         current = self._registry
-        if current is not None and current.rule_count == _rule_count(self.app):
-            return current
+        if current is not None:
+            if self._final:
+                return current
+            if current.rule_count == _rule_count(self.app):
+                self._final = bool(getattr(self.app, "_got_first_request", False))
+                return current
         with self._lock:
             current = self._registry
             if current is None or current.rule_count != _rule_count(self.app):
+                started = bool(getattr(self.app, "_got_first_request", False))
                 current = build_registry(self.app, self.ext.authorizer_func is not None)
                 self._registry = current
                 self._catalog = None
+                self._final = started
         return current
 
     def catalog(self) -> Catalog:

@@ -24,7 +24,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -139,7 +138,7 @@ class Idempotency:
         if not self.applies(tool):
             return execute()
         key = call_key(tool, call)
-        token = uuid.uuid4().hex
+        token = os.urandom(12).hex()
         lease = float(self.state.config("BAILING_IDEMPOTENCY_LEASE"))
         retention = float(self.state.config("BAILING_IDEMPOTENCY_RETENTION"))
         meta = EntryMeta(tool=tool.name, job_id=call.job_id, subject=call.subject,

@@ -237,6 +237,8 @@ def _effective_options(
     app: Flask, endpoint: str, declaration: Declaration, class_defaults: dict[str, Any]
 ) -> ToolOptions:
     layered = _blueprint_defaults(app, endpoint)
+    if not layered and not class_defaults:
+        return declaration.options
     layered.update(class_defaults)
     layered.update(declaration.options.explicit())
     return ToolOptions.model_construct(**layered)
@@ -253,10 +255,8 @@ def _default_name(endpoint: str, method: str, several: bool, prefix: str | None)
 
 
 def _compile_tool(
-    app: Flask, rule: Any, method: str, declaration: Declaration, class_defaults: dict[str, Any],
-    several: bool,
+    rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool
 ) -> Tool:
-    options = _effective_options(app, rule.endpoint, declaration, class_defaults)
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
     parameters, kinds, query_model = _parameters(rule, options, name, method, where)
@@ -358,7 +358,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             m for m in methods
             if m in declared and (m != "HEAD" or "HEAD" in (declared[m][0].options.methods or ()))
         ]
-        enabled_methods = []
+        enabled: dict[str, ToolOptions] = {}
         for method in candidates:
             declaration, class_defaults = declared[method]
             options = _effective_options(app, rule.endpoint, declaration, class_defaults)
@@ -367,17 +367,16 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             elif options.methods is not None and method not in options.methods:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "method not in methods="))
             else:
-                enabled_methods.append(method)
-        several = len(enabled_methods) > 1
-        for method in enabled_methods:
+                enabled[method] = options
+        several = len(enabled) > 1
+        for method, options in enabled.items():
             if (rule.endpoint, method) in by_endpoint:
                 first = by_endpoint[(rule.endpoint, method)]
                 not_exported.append(NotExported(
                     rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
                 ))
                 continue
-            declaration, class_defaults = declared[method]
-            compiled = _compile_tool(app, rule, method, declaration, class_defaults, several)
+            compiled = _compile_tool(rule, method, declared[method][0], options, several)
             if compiled.options.deprecated:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
             by_endpoint[(rule.endpoint, method)] = compiled

@@ -130,3 +130,22 @@ def test_governance_is_explicit_not_left_to_hub_defaults(field):
     for item in doc["paths"].values():
         for operation in item.values():
             assert field in operation["x-agent-capability"]
+
+
+def test_trusted_lint_of_our_own_document_finds_the_same_problems():
+    from bailing_flask.lint import lint_document
+
+    app = create_app()
+
+    @app.get("/api/bad/<path:rest>")
+    @tool(scope="bad.read", name="shop_order_get")  # free-text path parameter, duplicate name
+    def bad(rest):
+        return "x"
+
+    document = Bailing.state(app).catalog().document
+    def key(finding):
+        return (finding.severity, finding.code, finding.path, finding.message)
+
+    trusted = sorted(map(key, lint_document(document, trusted=True)))
+    assert trusted == sorted(map(key, lint_document(document)))
+    assert any(code == "duplicate_tool_name" for _, code, _, _ in trusted)
