@@ -27,8 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._jsenc import js_trim as _js_trim, utf16_len as _utf16_len, utf16_slice as _utf16_slice
-from ._jsenc import js_number, js_property_order, json_stringify
+from ._jsenc import js_property_order, js_string, json_stringify
+from ._jsenc import js_trim as _js_trim
+from ._jsenc import utf16_len as _utf16_len
+from ._jsenc import utf16_slice as _utf16_slice
 
 __all__ = [
     "Finding",
@@ -237,15 +239,8 @@ def _truthy(value: object) -> bool:
 
 
 def _scalar_string(value: object) -> str:
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if _is_number(value):
-        return js_number(value)  # type: ignore[arg-type]
-    return str(value)
+    """``String(value)`` of a JSON scalar (arrays and objects are handled by the caller)."""
+    return js_string(value)
 
 
 def _js_string(value: object, what: str) -> str:
