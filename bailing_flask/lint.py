@@ -1176,8 +1176,8 @@ def _walk_integers(schema: object, where: str, depth: int = 0) -> list[str]:
         if not _is_number(maximum):
             maximum = schema.get("exclusiveMaximum")
         minimum = schema.get("minimum")
-        unbounded = not _is_number(maximum) or float(maximum) > _MAX_EXACT_INTEGER
-        if unbounded or (_is_number(minimum) and float(minimum) < -_MAX_EXACT_INTEGER):
+        unbounded = not _is_number(maximum) or float(maximum) > _MAX_EXACT_INTEGER  # type: ignore[arg-type]
+        if unbounded or (_is_number(minimum) and float(minimum) < -_MAX_EXACT_INTEGER):  # type: ignore[arg-type]
             found.append(where)
     properties = schema.get("properties")
     if isinstance(properties, dict):
@@ -1911,6 +1911,8 @@ def lint_document(document: object, *, trusted: bool = False) -> list[Finding]:
     just built from plain JSON values, where it only costs time. Findings
     are the same, possibly in another order.
     """
+    doc: dict[str, Any] | None
+    invalid: Finding | None
     if trusted and isinstance(document, dict):
         doc, invalid = document, None
     else:

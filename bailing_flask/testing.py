@@ -305,13 +305,13 @@ class HubSimulator:
         qs = url_search_params(query.items())
         path_with_query = path + ("?" + qs if qs else "")
         raw_body = b"" if shape.method == "GET" else json_stringify(body).encode("utf-8")
-        key = None
+        idem_key: str | None = None
         if shape.side_effecting and idempotency:
-            key = idempotency_key(shape.name, normalized, job, subject)
+            idem_key = idempotency_key(shape.name, normalized, job, subject)
         headers = signed_headers(
             self.secret, shape.method, path_with_query, raw_body, subject=subject, job_id=job,
             client=self.client if client is None else client, tool_scope=shape.scope.strip(),
-            idempotency_key=key, ts=self._now(),
+            idempotency_key=idem_key, ts=self._now(),
         )
         if raw_body:
             headers["Content-Type"] = "application/json"
