@@ -123,8 +123,10 @@ class MemoryStore(IdempotencyStore):
                 return False
             if entry.state == "completed":
                 return True
-            self._entries[key] = dataclasses.replace(
-                entry, state="completed", response=response, expires_at=now + retention
+            # built directly: dataclasses.replace introspects the fields on every call
+            self._entries[key] = Entry(
+                entry.key, "completed", entry.token, entry.created_at, entry.lease_expires_at,
+                now + retention, entry.meta, response, entry.note,
             )
             return True
 
