@@ -40,9 +40,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
+from pathlib import Path
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -168,65 +167,7 @@ class FreshCalls:
                 )
 
 
-# -- a real redis-server on a free loopback port --------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-class RedisServer:
-    """``redis-server`` on 127.0.0.1, nothing on disk; :meth:`stop` ends it."""
-
-    def __init__(self, executable: str, directory: str) -> None:
-        self.executable = executable
-        self.directory = directory
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        for _attempt in range(3):  # the free port may be taken meanwhile
-            self.port = _free_port()
-            self.process = subprocess.Popen(
-                [self.executable, "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", self.directory,
-                 "--daemonize", "no", "--loglevel", "warning"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if _answers_ping(self.port):
-                    return self
-                time.sleep(0.02)
-            self.stop()
-        raise RuntimeError("redis-server did not start on a loopback port")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
+# -- a real redis-server on a free loopback port: the test suite's helper ---------
 
 def _fs_type(path: str) -> str | None:
     """The file system type of ``path`` (Linux ``/proc/mounts``), for the details."""
@@ -282,7 +223,7 @@ def run(quick: bool = False) -> list[Result]:
     results: list[Result] = []
     workdir = tempfile.mkdtemp(prefix="bailing-bench-idem-")
     shm_dir: str | None = None
-    redis: RedisServer | None = None
+    redis: Any = None
     apps: list[Flask] = []
     try:
         # memory: a tight target (10 %), so more rounds and ~4 ms half-blocks
@@ -306,7 +247,9 @@ def run(quick: bool = False) -> list[Result]:
             print("[idempotency] warning: redis-server not found on PATH; redis_vs_off skipped "
                   "(apt-get install redis-server)", file=sys.stderr, flush=True)
         else:
-            redis = RedisServer(executable, workdir).start()
+            from tests._redis import _start_on_a_free_port
+
+            redis = _start_on_a_free_port(executable, Path(workdir))
             app = make_app(redis.url)
             apps.append(app)
             results.append(_compare_store(
