@@ -209,51 +209,24 @@ class ConfirmWhen(_HubModel):
     reason: str = ""
 
 
-class ApprovalIntent(_HubModel):
-    """The ``intent`` snapshot embedded in both approval request variants."""
+class _ApprovalCore(_HubModel):
+    """What every approval shape carries: the ids and the governance verdict."""
 
     approval_id: ApprovalId
-    kind: str = "tool_approval_intent"
-    schema_version: str | None = None
     job_id: NonEmpty
     request_id: NonEmpty
-    route_key: str | None = None
-    route_name: str | None = None
-    source: str | None = None
-    subject: str | None = None
-    subject_field: str | None = None
-    provider: str | None = None
     tool: NonEmpty
     scope: str | None = None
     risk: str | None = None
     policy: str | None = None
     reason: str | None = None
-    method: str | None = None
-    path: str | None = None
-    args: JsonObject | str = Field(default_factory=dict)
-    args_hash: ArgsHash
-    summary: str | None = None
-    confirm_when: ConfirmWhen | None = None
-    metadata: JsonObject = Field(default_factory=dict)
 
 
-class ToolApprovalRequestPayload(_HubModel):
-    """``kind: "tool_approval_request"``: route ``tools.approval.type`` is
-    ``business_webhook`` or ``approval_webhook``."""
+class _ApprovalCall(_ApprovalCore):
+    """The call awaiting approval, as the intent and the request variant describe it."""
 
-    kind: Literal["tool_approval_request"]
-    approval_id: ApprovalId
-    job_id: NonEmpty
-    request_id: NonEmpty
-    #: The route's display name, not its key (``intent.route_key`` has the key).
-    route: str | None = None
     subject: str | None = None
     provider: str | None = None
-    tool: NonEmpty
-    scope: str | None = None
-    risk: str | None = None
-    policy: str | None = None
-    reason: str | None = None
     method: str | None = None
     #: The tool's template path, e.g. ``/inventory/{store_id}/adjust``.
     path: str | None = None
@@ -261,26 +234,39 @@ class ToolApprovalRequestPayload(_HubModel):
     args: JsonObject | str = Field(default_factory=dict)
     args_hash: ArgsHash
     summary: str | None = None
-    intent: ApprovalIntent | None = None
-    decision_path: str | None = None
-    decision_contract: JsonObject | None = None
     metadata: JsonObject = Field(default_factory=dict)
 
 
-class ToolApprovalPayload(_HubModel):
+class ApprovalIntent(_ApprovalCall):
+    """The ``intent`` snapshot embedded in both approval request variants."""
+
+    kind: str = "tool_approval_intent"
+    schema_version: str | None = None
+    route_key: str | None = None
+    route_name: str | None = None
+    source: str | None = None
+    subject_field: str | None = None
+    confirm_when: ConfirmWhen | None = None
+
+
+class ToolApprovalRequestPayload(_ApprovalCall):
+    """``kind: "tool_approval_request"``: route ``tools.approval.type`` is
+    ``business_webhook`` or ``approval_webhook``."""
+
+    kind: Literal["tool_approval_request"]
+    #: The route's display name, not its key (``intent.route_key`` has the key).
+    route: str | None = None
+    intent: ApprovalIntent | None = None
+    decision_path: str | None = None
+    decision_contract: JsonObject | None = None
+
+
+class ToolApprovalPayload(_ApprovalCore):
     """``kind: "tool_approval"``: route ``tools.approval.type`` is ``webhook``
     (or the hub's alert webhook). ``args`` is the argument JSON text cut at
     1000 characters, and ``args_hash`` exists only inside ``intent``."""
 
     kind: Literal["tool_approval"]
-    approval_id: ApprovalId
-    job_id: NonEmpty
-    request_id: NonEmpty
-    tool: NonEmpty
-    scope: str | None = None
-    risk: str | None = None
-    policy: str | None = None
-    reason: str | None = None
     args: Annotated[str, Field(max_length=1000)] = ""
     intent: ApprovalIntent
     message: str = ""
