@@ -41,6 +41,12 @@ REASON_MESSAGES: dict[str, str] = {
         "that no proxy rewrites the path, the query or the body."
     ),
     "malformed_job_id": "X-Bailing-Job-Id must not contain '.'.",
+    "ambiguous_signature": (
+        "The signed fields of this request could be read in more than one way (a '.' "
+        "followed by 64 hex digits and another '.' in the subject or the path and query), "
+        "so the signature cannot tell which request the hub signed."
+    ),
+    "unexpected_body": "A GET or HEAD request signed by the hub never carries a body.",
     "body_too_large": "The request body is larger than this endpoint accepts.",
     "malformed_body": (
         "The request body could not be read completely (bad Content-Length or "

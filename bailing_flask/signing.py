@@ -1,6 +1,6 @@
 """The hub's two signature schemes, with no web framework involved.
 
-BailingHub signs in two ways (``CONTRACT.md`` §2 and §7.1):
+BailingHub signs in two ways:
 
 * **tool calls** (also catalog fetches and authz probes): HMAC-SHA256 over
   ``ts.METHOD.pathWithQuery.sha256(body).onBehalfOf.jobId`` with the
@@ -14,9 +14,12 @@ the test client, the CLI and the doctor all go through them, so there is
 one place to be right about bytes.
 
 Verification is strict on purpose. Python's ``int()`` accepts ``" 1_0 "``,
-``"+1"`` and non-ASCII digits, all of which the hub never sends; a Job-Id
-with ``.`` would make the subject/job boundary ambiguous (trap T31); and
-signatures are compared in constant time as bytes.
+``"+1"`` and non-ASCII digits, all of which the hub never sends; the
+canonical string joins its fields with ``.`` and escapes nothing, so a
+request is only accepted when its signed bytes have exactly one reading
+(:func:`has_one_reading`: no ``.`` in the Job-Id, no other ``.<64 hex>.``
+run that could pass for the body hash); and signatures are compared in
+constant time as bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import hashlib
 import hmac
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -36,6 +40,7 @@ __all__ = [
     "Clock",
     "Secrets",
     "canonical_tool_call",
+    "has_one_reading",
     "sign_tool_call",
     "canonical_callback",
     "sign_callback",
@@ -85,11 +90,35 @@ def canonical_tool_call(
     ``ts`` is used verbatim when given as a string: the verifier must put the
     header string, not a re-formatted number, into the canonical string.
     Header values arriving through WSGI are ISO-8859-1 decoded strings; their
-    UTF-8 encoding reproduces what the hub hashed (``CONTRACT.md`` trap T9).
+    UTF-8 encoding reproduces what the hub hashed.
     """
     return (
         f"{ts}.{method.upper()}.{path_with_query}.{body_sha256}.{on_behalf_of}.{job_id}"
     ).encode("utf-8")
+
+
+#: A run that could be read as the body-hash field: ``.`` 64 lowercase hex ``.``.
+_HASH_FIELD = re.compile(r"\.[0-9a-f]{64}\.")
+
+
+def has_one_reading(path_with_query: str, on_behalf_of: str) -> bool:
+    """``True`` when the canonical string of this request cannot be split another way.
+
+    The canonical string is ``ts.METHOD.P.H.S.J`` with nothing escaped. The
+    timestamp and method hold no ``.``, and neither does the Job-Id (checked
+    by :meth:`Verifier.check_headers`), so the first two and the last
+    separator are fixed. Every other reading of the middle ``P.H.S`` puts the
+    body hash ``H'`` on another ``.<64 lowercase hex>.`` run: one inside
+    ``"." + S`` (the path+query was cut and the rest moved into the subject)
+    or one inside ``P + "."`` (the path+query was lengthened by the start of
+    the subject). Refusing both leaves the received split as the only one,
+    so the same signed bytes can never carry another body, path or subject.
+    """
+    if len(on_behalf_of) >= 65 and "." in on_behalf_of and _HASH_FIELD.search("." + on_behalf_of):
+        return False
+    if len(path_with_query) >= 65 and "." in path_with_query and _HASH_FIELD.search(path_with_query + "."):
+        return False
+    return True
 
 
 def _hmac_hex(key: bytes, message: bytes) -> str:
@@ -337,6 +366,26 @@ class Verifier(_KeyRing):
         if job_id and "." in job_id:
             raise SignatureError("malformed_job_id")
 
+    @staticmethod
+    def check_reading(path_with_query: str, on_behalf_of: str) -> None:
+        """Refuse a request whose signed fields could be read another way.
+
+        See :func:`has_one_reading`. Needs no body, so it runs before the
+        body is read.
+        """
+        if not has_one_reading(path_with_query, on_behalf_of):
+            raise SignatureError("ambiguous_signature")
+
+    @staticmethod
+    def check_body(method: str, body_length: int) -> None:
+        """Refuse a ``GET`` or ``HEAD`` that carries a body.
+
+        The hub never sends one; an app that read it would act on bytes the
+        hub never meant to send.
+        """
+        if body_length and method in ("GET", "HEAD"):
+            raise SignatureError("unexpected_body")
+
     def match(
         self,
         signature: str,
@@ -374,6 +423,8 @@ class Verifier(_KeyRing):
         self.check_headers(signature, timestamp, job_id)
         if body.__class__ is not bytes:
             body = _utf8(body)
+        self.check_reading(path_with_query, on_behalf_of)
+        self.check_body(method.upper(), len(body))
         message = canonical_tool_call(
             timestamp,  # type: ignore[arg-type]  # checked above
             method, path_with_query, hashlib.sha256(body).hexdigest(), on_behalf_of, job_id,  # type: ignore[arg-type]
