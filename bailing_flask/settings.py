@@ -85,6 +85,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Where approval requests are received."),
     Setting("BAILING_CALLBACK_WINDOW_MS", 300_000,
             "Accepted clock difference for callbacks, in milliseconds (exclusive)."),
+    Setting("BAILING_CALLBACK_MAX_BODY_SIZE", 4 * MiB,
+            "Largest body accepted on the three callback paths, signed or not; larger ones get "
+            "413 `body_too_large` before they are read past the limit (chunked uploads too). "
+            "The hub's largest POST is a finished job's full record, which carries the `/run` "
+            "request (at most 1 MiB at the hub's default) plus the result."),
 )
 
 #: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.

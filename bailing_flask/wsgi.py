@@ -1,7 +1,6 @@
 """``BailingMiddleware``: verify hub signatures below any WSGI application.
 
-Verification happens here, under Flask, for three reasons (``DESIGN.md``):
-the signature covers the raw body, which a framework may already have
+Verification happens here, under Flask, for three reasons: the signature covers the raw body, which a framework may already have
 consumed or re-parsed; the signed path is the raw request target, which
 frameworks decode; and a refusal must not be swallowable by another
 extension's error handler. A request without ``X-Bailing-Signature`` passes
@@ -28,6 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "ENVIRON_KEY",
+    "AS_VERIFIED_KEY",
+    "AsVerified",
     "DEFAULT_CATALOG_PATH",
     "BailingMiddleware",
     "VerifiedCall",
@@ -39,6 +40,8 @@ logger = logging.getLogger("bailing_flask")
 
 #: Where the verified call is stored in the WSGI environ (``None`` when unsigned).
 ENVIRON_KEY = "bailing.call"
+#: Where the request as it was when verified is stored (see :class:`AsVerified`).
+AS_VERIFIED_KEY = "bailing.as_verified"
 DEFAULT_CATALOG_PATH = "/.well-known/bailing/tools.json"
 MiB = 1024 * 1024
 
@@ -99,6 +102,26 @@ class VerifiedCall(NamedTuple):
             (self.method, self.signed_path, self.body_sha256, self.subject or "", self.job_id)
         )
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class AsVerified(NamedTuple):
+    """The routing-relevant parts of the environ at the moment of verification.
+
+    A WSGI middleware installed between the verifier and the app (a method
+    override, a path rewrite, a body filter) could change the request after
+    its signature was checked; the gate compares these with what is routed.
+    """
+
+    #: ``REQUEST_METHOD`` that was signed.
+    method: str
+    #: The raw path that was verified, relative to the app (still percent-encoded).
+    raw_path: str
+    #: ``QUERY_STRING`` that was signed.
+    query: str
+    #: ``CONTENT_LENGTH`` handed to the app.
+    content_length: str | None
+    #: The body stream handed to the app.
+    stream: Any
 
 
 def _quote_path(decoded: str) -> str:
@@ -163,7 +186,7 @@ class BailingMiddleware:
         temporary file instead of memory.
     :param catalog_path: the catalog's path relative to the application
         (verified with the full public path and an empty subject and job,
-        ``CONTRACT.md`` §4.3); ``None`` if this app serves no catalog.
+        as the hub signs its fetch); ``None`` if this app serves no catalog.
     :param public_prefix: the path of the hub's ``base_url`` as the public
         sees it. Defaults to ``SCRIPT_NAME``; set it when a proxy strips the
         prefix without telling the app (no ``X-Forwarded-Prefix``).
@@ -177,7 +200,11 @@ class BailingMiddleware:
         :class:`~bailing_flask.errors.SignatureError`.
     :param verified_elsewhere: exact paths whose signature uses another
         scheme (the hub's callbacks: client token, milliseconds); they pass
-        through and the endpoint verifies them itself.
+        through and the endpoint verifies them itself, but their bodies are
+        bounded here first, signed or not.
+    :param elsewhere_max_body_size: the largest body accepted on those
+        paths; larger ones get 413 ``body_too_large`` before they are read
+        past the limit (chunked uploads included).
     :param clock: current Unix time (tests).
     """
 
@@ -195,13 +222,16 @@ class BailingMiddleware:
         raw_target: Literal["auto", "reconstruct"] = "auto",
         error_renderer: ErrorRenderer | None = None,
         verified_elsewhere: Sequence[str] = (),
+        elsewhere_max_body_size: int = 4 * MiB,
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
     ) -> None:
         self.app = app
         self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
-        if max_body_size < 0 or spool_threshold < 0:
-            raise ConfigurationError("max_body_size and spool_threshold must not be negative.")
+        if max_body_size < 0 or spool_threshold < 0 or elsewhere_max_body_size < 0:
+            raise ConfigurationError(
+                "max_body_size, spool_threshold and elsewhere_max_body_size must not be negative."
+            )
         if raw_target not in ("auto", "reconstruct"):
             raise ConfigurationError("raw_target must be 'auto' or 'reconstruct'.")
         if public_prefix is not None and public_prefix not in ("",) and not public_prefix.startswith("/"):
@@ -214,8 +244,11 @@ class BailingMiddleware:
         self.raw_target = raw_target
         self.error_renderer = error_renderer
         self.verified_elsewhere = frozenset(verified_elsewhere)
+        self.elsewhere_max_body_size = elsewhere_max_body_size
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if self.verified_elsewhere and environ.get("PATH_INFO") in self.verified_elsewhere:
+            return self._pass_elsewhere(environ, start_response)
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
         if signature is None:
             environ[ENVIRON_KEY] = None
@@ -226,9 +259,6 @@ class BailingMiddleware:
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
             return self.app(environ, start_response)
         path = _raw_path(environ, self.raw_target)
-        if path in self.verified_elsewhere:
-            environ[ENVIRON_KEY] = None
-            return self.app(environ, start_response)
         try:
             call, spilled = self._verify(environ, signature, path)
         except SignatureError as error:
@@ -237,6 +267,28 @@ class BailingMiddleware:
         result = self.app(environ, start_response)
         if spilled is not None:
             return _ClosingIterable(result, spilled.close)
+        return result
+
+    def _pass_elsewhere(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """A hub callback path: bound the body, then let the endpoint verify it.
+
+        The endpoint must read the body to verify its signature, so the body
+        is read here first, never past the limit, and handed back.
+        """
+        environ[ENVIRON_KEY] = None
+        if environ.get("REQUEST_METHOD") != "POST":
+            return self.app(environ, start_response)
+        limit = self.elsewhere_max_body_size
+        try:
+            body = read_body(environ, limit, min(limit, self.spool_threshold))
+        except SignatureError as error:
+            return self._refuse(error, environ, start_response)
+        environ["wsgi.input"] = body.stream
+        if body.length or environ.get("CONTENT_LENGTH"):
+            environ["CONTENT_LENGTH"] = str(body.length)
+        result = self.app(environ, start_response)
+        if body.spilled:
+            return _ClosingIterable(result, body.stream.close)
         return result
 
     def _verify(
@@ -258,15 +310,21 @@ class BailingMiddleware:
             job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
         if query:
             signed_path += "?" + query
-        self.verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
+        verifier = self.verifier
+        verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
+        verifier.check_reading(signed_path, subject_raw)
         body = read_body(environ, self.max_body_size, self.spool_threshold)
         environ["wsgi.input"] = body.stream
         if body.length or environ.get("CONTENT_LENGTH"):
             environ["CONTENT_LENGTH"] = str(body.length)
+        verifier.check_body(method, body.length)
         assert timestamp is not None  # check_headers refused a missing one
         # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
-        label = self.verifier.match(
+        label = verifier.match(
             signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
+        )
+        environ[AS_VERIFIED_KEY] = AsVerified(
+            method, path, query, environ.get("CONTENT_LENGTH"), body.stream
         )
         call = VerifiedCall(  # positional: this runs on every signed request
             "catalog" if is_catalog else "tool",
@@ -292,7 +350,7 @@ class BailingMiddleware:
     ) -> Iterable[bytes]:
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
         path = _raw_path(environ, self.raw_target)
-        expected = (  # the hub's own negative probe of every catalog refresh (§4.2)
+        expected = (  # the hub's own negative probe of every catalog refresh
             path == self.catalog_path
             and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64
         )

@@ -26,3 +26,25 @@ def _echo(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 def middleware_app() -> BailingMiddleware:
     """The bare echo app behind the middleware, secret from the environment."""
     return BailingMiddleware(_echo, os.environ["BAILING_TEST_SECRET"])
+
+
+def callback_app() -> Any:
+    """A Flask app receiving hub callbacks, which reports its own peak memory."""
+    from flask import Flask, jsonify
+
+    from bailing_flask import Bailing
+
+    app = Flask("callback_app")
+    app.config.update(BAILING_SECRETS=os.environ["BAILING_TEST_SECRET"],
+                      BAILING_CLIENT_TOKENS=[os.environ["BAILING_TEST_CLIENT_TOKEN"]],
+                      BAILING_STORE="memory://")
+    bailing = Bailing(app)
+    bailing.job_finished(lambda job: None)
+
+    @app.get("/peak-rss")
+    def peak_rss() -> Any:
+        with open("/proc/self/status") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        return jsonify(kib=int(fields["VmHWM"].split()[0]))
+
+    return app
