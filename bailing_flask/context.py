@@ -10,7 +10,7 @@ values: :func:`get_current_call`, :func:`get_current_subject`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
@@ -64,6 +64,9 @@ class ToolCall:
     :ivar args: the validated arguments (path, query and body together).
     :ivar is_probe: ``True`` when the hub's authorization probe asks whether
         this subject may use the tool at all (no arguments).
+    :ivar authorized: ``True`` once the gate admitted the call: code that
+        runs after it (decorators, the view, ``after_request``) can rely on
+        the subject, the loaded user and the arguments.
     """
 
     verified: VerifiedCall
@@ -73,6 +76,11 @@ class ToolCall:
     query: BaseModel | None = None
     body: BaseModel | None = None
     is_probe: bool = False
+    authorized: bool = False
+
+    def admitted(self) -> ToolCall:
+        """This call, marked as admitted by the gate."""
+        return replace(self, authorized=True)
 
     def body_as(self, model: type[M]) -> M:
         """The validated body as ``model`` (typed for mypy; raises if it is another model)."""

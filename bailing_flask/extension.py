@@ -14,13 +14,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from flask import Flask, Response
+from flask import Flask, Response, request
 
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
+from .gate import install_gates
 from .registry import Registry, build_registry
 from .responses import ErrorInfo, json_response
 from .settings import DEFAULTS
+from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
 from .wsgi import BailingMiddleware
 
@@ -76,6 +78,7 @@ class BailingState:
             if current is None or current.rule_count != _rule_count(self.app):
                 started = bool(getattr(self.app, "_got_first_request", False))
                 current = build_registry(self.app, self.ext.authorizer_func is not None)
+                install_gates(self, current)
                 self._registry = current
                 self._catalog = None
                 self._final = started
@@ -114,11 +117,13 @@ class BailingState:
                            "bailing: %s is left out of the served catalog because of the errors above",
                            excluded, level=logging.ERROR)
 
-    def warn_once(self, key: Any, message: str, *args: Any, level: int = logging.WARNING) -> None:
+    def warn_once(
+        self, key: Any, message: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False
+    ) -> None:
         if key in self._warned:
             return
         self._warned.add(key)
-        logger.log(level, message, *args)
+        logger.log(level, message, *args, exc_info=exc_info)
 
     # -- responses ---------------------------------------------------------------
 
@@ -235,6 +240,7 @@ class Bailing:
                             ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
                 if p
             ),
+            elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
             setting="BAILING_SECRETS",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
@@ -261,15 +267,23 @@ class Bailing:
         compiled: list[bool] = []
 
         @app.before_request
-        def _bailing_first_request() -> None:
-            # compile once early so declaration problems are logged at start-up
-            if compiled:
-                return
-            compiled.append(True)
+        def _bailing_gates() -> Response | None:
+            # the registry puts the gate in front of every tool endpoint before
+            # Flask dispatches; once final this is a flag check
             try:
-                state.catalog()
+                if compiled:
+                    state.registry()
+                    return None
+                compiled.append(True)
+                state.catalog()  # compile early so declaration problems are logged at start-up
             except Exception:
-                logger.exception("bailing: the tool catalog could not be built")
+                state.warn_once("registry_failed", "bailing: the tools could not be compiled",
+                                level=logging.ERROR, exc_info=True)
+                view = app.view_functions.get(request.endpoint or "")
+                if get_declaration(view) is not None or get_wrapped_by(view) is not None:
+                    # without a registry no gate stands in front of this tool: fail closed
+                    return state.error_response(ErrorInfo.make("catalog_unavailable"))
+            return None
 
     # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
 

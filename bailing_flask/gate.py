@@ -1,17 +1,29 @@
 """The gate every tool call passes before (and after) the view runs.
 
+The gate owns the endpoint. When the registry is compiled, the view
+function Flask dispatches to for each tool endpoint is replaced by
+:func:`_gated`, which decides before anything in the view's own stack
+runs: decorators between the route and ``@tool`` (caching, login checks),
+``MethodView.decorators`` and the view itself all run only after the gate
+admitted the call, so where ``@tool`` sits among them does not matter for
+safety. The app's ``before_request`` functions run earlier, where Flask runs
+them, so what they set up (``g.db``) is there for the subject loader.
+
 Order matters and is fixed: signature (already verified by the middleware)
--> subject present if required -> subject loaded -> arguments validated ->
-authorized -> side effect de-duplicated -> view -> audit. Every refusal is
-a JSON error with a stable reason; every call leaves one audit record.
+-> the routed request is the verified one -> subject present if required ->
+subject loaded -> arguments validated -> authorized -> side effect
+de-duplicated -> view -> audit. Every refusal is a JSON error with a stable
+reason; every call leaves one audit record.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
@@ -20,18 +32,21 @@ from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import TOOL_CALL_KEY, ToolCall
 from .responses import ErrorInfo
 from .signals import tool_called, tool_denied
-from .wsgi import ENVIRON_KEY, VerifiedCall
+from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from .extension import BailingState
-    from .registry import Tool
+    from .registry import Registry, Tool
     from .tools import Declaration
 
-__all__ = ["run_tool_view"]
+__all__ = ["install_gates", "run_declared_view", "GATE_KEY"]
 
 logger = logging.getLogger("bailing_flask")
 audit_logger = logging.getLogger("bailing_flask.audit")
 
+#: Set in the environ once the gate admitted a call (the :class:`Tool`).
+GATE_KEY = "bailing.gate"
+_GATED_ATTR = "__bailing_gate__"
 _MAX_NAMES = 20
 
 
@@ -48,22 +63,114 @@ def _names(errors: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
 
 
-def run_tool_view(
+def install_gates(state: BailingState, registry: Registry) -> None:
+    """Put the gate in front of the registered view of every tool endpoint."""
+    view_functions = state.app.view_functions
+    for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
+        view = view_functions.get(endpoint)
+        if view is not None and getattr(view, _GATED_ATTR, None) is not state:
+            view_functions[endpoint] = _gated(state, endpoint, view)
+
+
+def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+    def gated_view(**kwargs: Any) -> Any:
+        tool = state.registry().lookup(endpoint, request.method)
+        call_view = functools.partial(current_app.ensure_sync(view), **kwargs)
+        if tool is None:  # a method of this endpoint that is not a tool
+            return call_view()
+        return run_gate(state, tool, call_view, kwargs)
+
+    functools.update_wrapper(gated_view, view)
+    setattr(gated_view, _GATED_ATTR, state)
+    return gated_view
+
+
+def run_declared_view(
     declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """Called by every ``@tool`` wrapper instead of the view itself."""
+    """Called by every ``@tool`` wrapper instead of the view itself.
+
+    Normally the gate in front of the endpoint has already decided, and the
+    view just runs. Reached without it (the app replaced its view functions,
+    or called the tool's function from another view), the gate runs here,
+    and a declaration the registry cannot see fails closed.
+    """
+    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
+    if request.environ.get(GATE_KEY) is not None:
+        return call_view()
     state = _state()
+    registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
-    tool = state.registry().lookup(endpoint, request.method)
-    verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
-    if tool is None:
-        # this method was explicitly opted out (enabled=False / methods=): a plain route
-        return view(*args, **kwargs)
+    tool = registry.lookup(endpoint, request.method)
+    if tool is not None and tool.declaration is declaration:
+        return run_gate(state, tool, call_view, kwargs)
+    if registry.saw(declaration):
+        # a method this declaration does not export, or the app calling its own function
+        return call_view()
+    state.warn_once(
+        ("hidden", declaration.qualname),
+        "bailing: %s is declared as a tool but its route %r does not show the declaration (a "
+        "decorator between the route and @tool does not use functools.wraps); refusing the call",
+        declaration.qualname, endpoint, level=logging.ERROR,
+    )
+    return state.error_response(ErrorInfo.make("tool_not_registered"))
+
+
+def _decoded_path(raw_path: str) -> str:
+    """A raw (percent-encoded) path in the form WSGI servers give ``PATH_INFO``."""
+    if "%" not in raw_path:
+        return raw_path
+    try:
+        raw = raw_path.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = raw_path.encode("utf-8")
+    return unquote_to_bytes(raw).decode("latin-1")
+
+
+def altered_part(environ: dict[str, Any]) -> str | None:
+    """Which part of the request changed after verification, or ``None``.
+
+    Compares what Flask routes on (method, ``PATH_INFO``, ``QUERY_STRING``,
+    the body stream and its length) with what the middleware verified, in
+    decoded form, so ``%2F``, non-ASCII paths and prefix mounts compare
+    equal exactly when they are the same request.
+    """
+    seen: AsVerified | None = environ.get(AS_VERIFIED_KEY)
+    if seen is None:
+        return "request"
+    if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
+        return "method"
+    if (_decoded_path(seen.raw_path) or "/") != (environ.get("PATH_INFO") or "/"):
+        return "path"
+    if environ.get("QUERY_STRING", "") != seen.query:
+        return "query"
+    if environ.get("wsgi.input") is not seen.stream or environ.get("CONTENT_LENGTH") != seen.content_length:
+        return "body"
+    return None
+
+
+def run_gate(
+    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any]
+) -> Response:
+    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted."""
+    environ = request.environ
+    verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None:
         if tool.options.allow_unsigned:
-            return view(*args, **kwargs)
+            environ[GATE_KEY] = tool
+            return current_app.make_response(call_view())
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
     started = time.perf_counter()
+    altered = altered_part(environ)
+    if altered is not None:
+        state.warn_once(
+            ("altered", tool.name, altered),
+            "bailing: refused %s %s: its %s was changed after the signature was verified; a WSGI "
+            "middleware between BailingMiddleware and the app rewrites requests (install "
+            "Bailing(app) after it, so the verifier is innermost)",
+            request.method, request.path, altered, level=logging.ERROR,
+        )
+        return _refuse(state, tool, verified, ErrorInfo.make("request_altered", part=altered))
     if tool.subject_required and not verified.subject:
         return _refuse(state, tool, verified, ErrorInfo.make("subject_required"))
     try:
@@ -81,16 +188,19 @@ def run_tool_view(
         verified=verified, tool=tool_info(tool), user=user, args=validated.args,
         query=validated.query, body=validated.body,
     )
-    request.environ[TOOL_CALL_KEY] = call
+    environ[TOOL_CALL_KEY] = call
     decision = decide(tool, call, state.ext.authorizer_func)
     if not decision.allowed:
         return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
     replayed = state.idempotency.check_replay(tool, call)
     if replayed is not None:
         return _refuse(state, tool, verified, replayed, call)
+    call = call.admitted()
+    environ[TOOL_CALL_KEY] = call
+    environ[GATE_KEY] = tool
 
     def execute() -> Response:
-        return current_app.make_response(view(*args, **kwargs))
+        return current_app.make_response(call_view())
 
     response = state.run_side_effect(tool, call, execute)
     _after(state, tool, call, response, started)

@@ -58,6 +58,8 @@ class Tool:
     query_model: type[BaseModel] | None
     body_model: type[BaseModel] | None
     path_kinds: dict[str, str] = field(default_factory=dict)
+    #: The declaration this tool was compiled from.
+    declaration: Declaration | None = field(default=None, compare=False, repr=False)
 
     @property
     def side_effecting(self) -> bool:
@@ -91,6 +93,12 @@ class Registry:
     findings: list[Finding]
     by_endpoint: dict[tuple[str, str], Tool]
     rule_count: int
+    #: ``id()`` of every declaration found on a route, exported or not.
+    seen: frozenset[int] = frozenset()
+
+    def saw(self, declaration: Declaration) -> bool:
+        """Whether ``declaration`` is on one of the app's routes (exported or not)."""
+        return id(declaration) in self.seen
 
     def lookup(self, endpoint: str | None, method: str) -> Tool | None:
         """The tool serving ``method`` on ``endpoint`` (HEAD is served by GET)."""
@@ -100,12 +108,6 @@ class Registry:
         if found is None and method == "HEAD":
             found = self.by_endpoint.get((endpoint, "GET"))
         return found
-
-    def by_name(self, name: str) -> Tool | None:
-        for candidate in self.tools:
-            if candidate.name == name:
-                return candidate
-        return None
 
 
 def _openapi_path(rule: str) -> str:
@@ -290,6 +292,7 @@ def _compile_tool(
         query_model=query_model,
         body_model=options.body,
         path_kinds=kinds,
+        declaration=declaration,
     )
 
 
@@ -337,6 +340,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
     not_exported: list[NotExported] = []
     findings: list[Finding] = []
     by_endpoint: dict[tuple[str, str], Tool] = {}
+    seen: set[int] = set()
     rules = list(app.url_map.iter_rules())
     for rule in rules:
         view = app.view_functions.get(rule.endpoint)
@@ -346,13 +350,18 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
         declared = _declarations(view, methods)
         if not declared:
             wrapped_by = get_wrapped_by(view)
-            if wrapped_by is not None:
-                findings.append(Finding(
-                    "error", "decorator_order", f"- {rule.rule}",
-                    f"{wrapped_by.qualname} is routed without its @tool guard: put @tool below the route "
-                    "decorator so the registered view is the guarded one", None, "bailing",
-                ))
-            continue
+            if wrapped_by is None:
+                continue
+            # ``@tool`` above the route decorator: the route holds the undecorated
+            # function, but the gate in front of the endpoint guards it all the same
+            findings.append(Finding(
+                "info", "decorator_order", f"- {rule.rule}",
+                f"@tool on {wrapped_by.qualname} sits above the route decorator; the gate guards "
+                "the route either way, but below the route decorator reads as intended",
+                None, "bailing",
+            ))
+            declared = {method: (wrapped_by, {}) for method in methods}
+        seen.update(id(declaration) for declaration, _ in declared.values())
         # HEAD is added by Flask to every GET route; it is only a tool if declared so.
         candidates = [
             m for m in methods
@@ -384,7 +393,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             findings.extend(_route_findings(compiled, has_app_authorizer))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
-    return Registry(tools, not_exported, findings, by_endpoint, len(rules))
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen))
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:

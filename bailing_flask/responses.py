@@ -32,6 +32,8 @@ REASON_STATUS: dict[str, int] = {
     "idempotency_uncertain": 409,
     "idempotency_store_unavailable": 503,
     "replayed": 401,
+    "request_altered": 401,
+    "tool_not_registered": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
 }
@@ -53,6 +55,15 @@ _MESSAGES: dict[str, str] = {
         "The idempotency store is unavailable, so side effects are paused; nothing was executed."
     ),
     "replayed": "This exact signed request was already received.",
+    "request_altered": (
+        "The request was changed after its signature was verified (a middleware between the "
+        "verifier and the app rewrote its method, path, query or body), so it is not the request "
+        "the hub signed."
+    ),
+    "tool_not_registered": (
+        "This tool cannot be served: a decorator between its route and @tool hides the "
+        "declaration (use functools.wraps in that decorator)."
+    ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",
 }

@@ -298,7 +298,7 @@ def get_defaults(target: Any) -> ToolOptions | None:
 
 
 def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Callable[..., Any]:
-    from .gate import run_tool_view  # the gate imports Flask; declarations do not need it
+    from .gate import run_declared_view  # the gate imports Flask; declarations do not need it
 
     declaration = Declaration(options=options, view=view, qualname=qualname)
     if options.enabled is False:
@@ -308,7 +308,7 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
 
     @functools.wraps(view)
     def tool_view(*args: Any, **kwargs: Any) -> Any:
-        return run_tool_view(declaration, view, args, kwargs)
+        return run_declared_view(declaration, view, args, kwargs)
 
     setattr(tool_view, _DECLARATION_ATTR, declaration)
     # lets the registry notice a route that registered the unguarded original
@@ -336,8 +336,9 @@ def _decorate_class(cls: type, options: ToolOptions) -> type:
 def tool(target: Any = None, /, **options: Any) -> Any:
     """Declare a view as a BailingHub tool.
 
-    Put it *below* the route decorator so the registered view is the
-    guarded one::
+    The gate runs in front of the route's registered view, before any other
+    decorator, so its place in the stack does not matter for safety; below
+    the route decorator reads best::
 
         @app.get("/api/orders/<int:order_id>")
         @tool(scope="order.read", subject_required=True)

@@ -230,7 +230,7 @@ def test_query_model_and_params_together_are_refused():
         registry(app)
 
 
-def test_tool_above_route_is_reported_as_decorator_order():
+def test_tool_above_route_is_still_guarded_and_noted_as_decorator_order():
     app, _ = make_app()
 
     @tool(scope="x.read")
@@ -239,8 +239,11 @@ def test_tool_above_route_is_reported_as_decorator_order():
         return "x"
 
     reg = registry(app)
-    assert reg.tools == []
-    assert [f.code for f in reg.findings] == ["decorator_order"]
+    assert [t.name for t in reg.tools] == ["wrong"]
+    assert [(f.code, f.severity) for f in reg.findings] == [("decorator_order", "info")]
+    unsigned = app.test_client().get("/wrong")  # the gate in front of the route refuses it
+    assert unsigned.status_code == 401
+    assert unsigned.get_json()["reason"] == "missing_signature"
 
 
 def test_declaration_is_attached_and_double_declaration_refused():
