@@ -10,7 +10,7 @@ values: :func:`get_current_call`, :func:`get_current_subject`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
@@ -78,9 +78,9 @@ class ToolCall:
     is_probe: bool = False
     authorized: bool = False
 
-    def admitted(self) -> ToolCall:
-        """This call, marked as admitted by the gate."""
-        return replace(self, authorized=True)
+    def admit(self) -> None:
+        """Mark this call as admitted (the gate does, once, after its decision)."""
+        object.__setattr__(self, "authorized", True)
 
     def body_as(self, model: type[M]) -> M:
         """The validated body as ``model`` (typed for mypy; raises if it is another model)."""

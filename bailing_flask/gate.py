@@ -73,12 +73,13 @@ def install_gates(state: BailingState, registry: Registry) -> None:
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+    sync_view = state.app.ensure_sync(view)
+
     def gated_view(**kwargs: Any) -> Any:
         tool = state.registry().lookup(endpoint, request.method)
-        call_view = functools.partial(current_app.ensure_sync(view), **kwargs)
         if tool is None:  # a method of this endpoint that is not a tool
-            return call_view()
-        return run_gate(state, tool, call_view, kwargs)
+            return sync_view(**kwargs)
+        return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs)
 
     functools.update_wrapper(gated_view, view)
     setattr(gated_view, _GATED_ATTR, state)
@@ -86,7 +87,8 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Call
 
 
 def run_declared_view(
-    declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+    is_async: bool = False,
 ) -> Any:
     """Called by every ``@tool`` wrapper instead of the view itself.
 
@@ -95,9 +97,9 @@ def run_declared_view(
     or called the tool's function from another view), the gate runs here,
     and a declaration the registry cannot see fails closed.
     """
-    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     if request.environ.get(GATE_KEY) is not None:
-        return call_view()
+        return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
+    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
     registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
@@ -195,8 +197,7 @@ def run_gate(
     replayed = state.idempotency.check_replay(tool, call)
     if replayed is not None:
         return _refuse(state, tool, verified, replayed, call)
-    call = call.admitted()
-    environ[TOOL_CALL_KEY] = call
+    call.admit()
     environ[GATE_KEY] = tool
 
     def execute() -> Response:

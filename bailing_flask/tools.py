@@ -306,9 +306,11 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
         setattr(view, _DECLARATION_ATTR, declaration)
         return view
 
+    is_async = inspect.iscoroutinefunction(view)
+
     @functools.wraps(view)
     def tool_view(*args: Any, **kwargs: Any) -> Any:
-        return run_declared_view(declaration, view, args, kwargs)
+        return run_declared_view(declaration, view, args, kwargs, is_async)
 
     setattr(tool_view, _DECLARATION_ATTR, declaration)
     # lets the registry notice a route that registered the unguarded original
