@@ -173,5 +173,5 @@ def _read_streamed(
         raise
     if spill is not None:
         spill.seek(0)
-        return ReadBody(digest, total, io.BufferedReader(spill), True)  # type: ignore[arg-type,type-var]
+        return ReadBody(digest, total, io.BufferedReader(spill), True)  # type: ignore[arg-type,type-var,unused-ignore]
     return ReadBody(digest, total, io.BytesIO(bytes(memory)), False)

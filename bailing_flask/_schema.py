@@ -28,7 +28,8 @@ def _resolve(ref: str, defs: dict[str, Any], where: str) -> dict[str, Any]:
     name = ref.rsplit("/", 1)[-1]
     if not (ref.startswith("#/$defs/") or ref.startswith("#/definitions/")) or name not in defs:
         raise ToolDeclarationError(f"{where}: cannot inline schema reference {ref!r}")
-    return defs[name]
+    resolved: dict[str, Any] = defs[name]
+    return resolved
 
 
 def _convert(node: Any, defs: dict[str, Any], where: str, stack: tuple[str, ...]) -> Any:
@@ -85,7 +86,8 @@ def openapi_schema(schema: dict[str, Any], where: str) -> dict[str, Any]:
     """Translate a pydantic JSON schema into a self-contained OpenAPI 3.0 schema."""
     defs = dict(schema.get("$defs", {}))
     defs.update(schema.get("definitions", {}))
-    return _convert(schema, defs, where, ())  # _convert builds new containers throughout
+    converted: dict[str, Any] = _convert(schema, defs, where, ())  # new containers throughout
+    return converted
 
 
 _MODEL_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 from flask import current_app
@@ -15,12 +16,15 @@ from flask.cli import AppGroup
 
 from .catalog import serialize
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .extension import BailingState
+
 __all__ = ["bailing_cli"]
 
 bailing_cli = AppGroup("bailing", help="BailingHub integration: catalog, checks and diagnostics.")
 
 
-def _state():  # type: ignore[no-untyped-def]
+def _state() -> BailingState:
     from .extension import Bailing
 
     return Bailing.state(current_app)
@@ -119,7 +123,7 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
     import time as _time
 
     store = _state().idempotency.store()
-    entries = store.list(state=None if state == "all" else state, limit=limit)  # type: ignore[arg-type]
+    entries = store.list(state=None if state == "all" else state, limit=limit)  # type: ignore[arg-type,unused-ignore]
     now = _time.time()
     for entry in entries:
         data = entry.to_dict(now=now)

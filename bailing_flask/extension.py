@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from flask import Flask, Response, request
 
@@ -26,11 +26,18 @@ from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
 from .wsgi import BailingMiddleware
 
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack
+
+    from ._options import BailingKwargs, ToolKwargs
+    from .hub_client import HubClient
+
 __all__ = ["Bailing", "BailingState"]
 
 logger = logging.getLogger("bailing_flask")
 
 F = TypeVar("F", bound=Callable[..., Any])
+V = TypeVar("V", bound=Callable[..., Any])
 
 
 def _rule_count(app: Flask) -> int:
@@ -164,7 +171,7 @@ class BailingState:
             raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
         return token
 
-    def hub_client(self) -> Any:
+    def hub_client(self) -> HubClient:
         from .hub_client import HubClient
 
         hub_url = self.config("BAILING_HUB_URL")
@@ -198,7 +205,7 @@ class Bailing:
         values in ``app.config`` win.
     """
 
-    def __init__(self, app: Flask | None = None, **options: Any) -> None:
+    def __init__(self, app: Flask | None = None, **options: Unpack[BailingKwargs]) -> None:
         self._options: dict[str, Any] = {}
         for name, value in options.items():
             key = "BAILING_" + name.upper()
@@ -287,6 +294,10 @@ class Bailing:
 
     # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
 
+    @overload
+    def tool(self, target: V, /, **options: Unpack[ToolKwargs]) -> V: ...
+    @overload
+    def tool(self, target: None = None, /, **options: Unpack[ToolKwargs]) -> Callable[[V], V]: ...
     def tool(self, target: Any = None, /, **options: Any) -> Any:
         """Same as :func:`bailing_flask.tool`."""
         return _tool(target, **options)
@@ -325,7 +336,7 @@ class Bailing:
         self.callback_handlers["approval"] = func
         return func
 
-    def hub_client(self, app: Flask | None = None) -> Any:
+    def hub_client(self, app: Flask | None = None) -> HubClient:
         """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token."""
         from flask import current_app
 

@@ -360,7 +360,7 @@ def _matches_type(value: object, schema: Mapping[str, Any]) -> bool:
         return True
     if value is None:
         return "null" in types or schema.get("nullable") is True
-    checks = {
+    checks: dict[str, Callable[[Any], bool]] = {
         "string": lambda v: isinstance(v, str),
         "boolean": lambda v: isinstance(v, bool),
         "number": lambda v: _is_number(v) and math.isfinite(float(v)),

@@ -167,7 +167,7 @@ def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] 
             fields[param.name] = (annotation, ...)
         else:
             fields[param.name] = (annotation | None if annotation is not Any else Any, None)
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(  # type: ignore[call-overload,no-any-return,unused-ignore]
         f"{name}_query", __config__=ConfigDict(extra="forbid"), **fields
     )
 

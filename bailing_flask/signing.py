@@ -427,7 +427,7 @@ class Verifier(_KeyRing):
         self.check_body(method.upper(), len(body))
         message = canonical_tool_call(
             timestamp,  # type: ignore[arg-type]  # checked above
-            method, path_with_query, hashlib.sha256(body).hexdigest(), on_behalf_of, job_id,  # type: ignore[arg-type]
+            method, path_with_query, hashlib.sha256(body).hexdigest(), on_behalf_of, job_id,
         )
         label = self._match(message, signature)  # type: ignore[arg-type]  # checked above
         if label is None:

@@ -15,9 +15,10 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing_extensions import Unpack
 
 from .errors import ToolDeclarationError
 
@@ -33,7 +34,14 @@ __all__ = [
     "get_declaration",
 ]
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ._options import ToolKwargs
+
 F = TypeVar("F", bound=Callable[..., Any])
+#: A view function or a class: ``@tool`` gives it back with its type.
+V = TypeVar("V", bound=Callable[..., Any])
+#: A blueprint or a class: ``tool_defaults`` gives it back.
+D = TypeVar("D")
 
 _DECLARATION_ATTR = "__bailing_tool__"
 _WRAPPED_ATTR = "__bailing_wrapped_by__"
@@ -335,6 +343,10 @@ def _decorate_class(cls: type, options: ToolOptions) -> type:
     return cls
 
 
+@overload
+def tool(target: V, /, **options: Unpack[ToolKwargs]) -> V: ...
+@overload
+def tool(target: None = None, /, **options: Unpack[ToolKwargs]) -> Callable[[V], V]: ...
 def tool(target: Any = None, /, **options: Any) -> Any:
     """Declare a view as a BailingHub tool.
 
@@ -368,6 +380,10 @@ def tool(target: Any = None, /, **options: Any) -> Any:
     return decorate
 
 
+@overload
+def tool_defaults(target: None = None, /, **options: Unpack[ToolKwargs]) -> Callable[[D], D]: ...
+@overload
+def tool_defaults(target: D, /, **options: Unpack[ToolKwargs]) -> D: ...
 def tool_defaults(target: Any = None, /, **options: Any) -> Any:
     """Set default options for every tool declared in a blueprint or class.
 

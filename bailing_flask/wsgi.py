@@ -147,7 +147,9 @@ def _quote_path(decoded: str) -> str:
 
 def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
     """The request path relative to the application, still percent-encoded."""
-    raw = (environ.get("RAW_URI") or environ.get("REQUEST_URI")) if raw_target == "auto" else None
+    raw: str | None = (
+        (environ.get("RAW_URI") or environ.get("REQUEST_URI")) if raw_target == "auto" else None
+    )
     if not raw:
         return _quote_path(environ.get("PATH_INFO", "") or "/")
     cut = raw.find("?")

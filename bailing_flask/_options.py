@@ -1,0 +1,91 @@
+"""What the type checker knows about ``@tool(...)`` and ``Bailing(...)`` keywords.
+
+Both accept keywords only, validated at run time (``ToolOptions`` and the
+settings table). These ``TypedDict``\\ s let mypy and pyright catch a
+misspelled option in the editor as well; the test suite keeps their keys
+equal to ``ToolOptions``' fields and to the settings table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import BaseModel
+
+    from .stores import IdempotencyStore
+    from .tools import ApprovalCondition, Outcome, Param, RateLimit
+
+__all__ = ["ToolKwargs", "BailingKwargs"]
+
+
+class ToolKwargs(TypedDict, total=False):
+    """The keywords of :func:`~bailing_flask.tool` and :func:`~bailing_flask.tool_defaults`."""
+
+    name: str
+    name_prefix: str
+    description: str
+    scope: str
+    scope_prefix: str
+    risk: Literal["low", "medium", "high"]
+    approval_required: bool
+    approval_when: str | ApprovalCondition | Mapping[str, Any] | Sequence[
+        str | ApprovalCondition | Mapping[str, Any]
+    ]
+    approval_prompt: str
+    subject_required: bool
+    sensitive: bool
+    readonly: bool
+    idempotent: bool
+    rate_limit: str | RateLimit | Mapping[str, Any]
+    timeout_ms: int
+    when_to_use: str
+    returns: str
+    examples: Sequence[Mapping[str, Any]]
+    context: str | Sequence[str]
+    tags: str | Sequence[str]
+    deprecated: bool
+    outcome: Outcome | Mapping[str, Any]
+    extensions: Mapping[str, Any]
+    enabled: bool
+    methods: str | Sequence[str]
+    query: type[BaseModel]
+    body: type[BaseModel]
+    params: Sequence[Param]
+    authorizer: Callable[..., Any]
+    allow_unsigned: bool
+    idempotency_key: Callable[..., Any]
+    idempotency: bool
+    rerun_uncertain: bool
+
+
+class BailingKwargs(TypedDict, total=False):
+    """The keywords of :class:`~bailing_flask.Bailing`: each ``BAILING_*`` setting, lower-cased."""
+
+    secrets: str | Sequence[str] | Mapping[str, str]
+    secret: str
+    window: int
+    max_body_size: int
+    spool_threshold: int
+    public_prefix: str | None
+    raw_target: Literal["auto", "reconstruct"]
+    require_signature: Sequence[str]
+    catalog_path: str | None
+    probe_path: str | None
+    catalog_title: str | None
+    catalog_version: str
+    public_catalog: bool
+    audit_argument_values: bool
+    response_size_warning: int | None
+    store: str | IdempotencyStore | None
+    idempotency_retention: float
+    idempotency_lease: float
+    reject_replays: bool
+    client_tokens: str | Sequence[str] | Mapping[str, str] | None
+    hub_url: str | None
+    callback_path: str | None
+    delivery_path: str | None
+    approval_path: str | None
+    callback_window_ms: int
+    callback_max_body_size: int
