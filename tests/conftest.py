@@ -92,7 +92,9 @@ def live_server() -> Iterator[Callable[..., str]]:
 
     def start(app: object) -> str:
         server = make_server("127.0.0.1", 0, app, threaded=True)  # type: ignore[arg-type]
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # a short poll interval lets shutdown() return in milliseconds, not 0.5 s
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                                  daemon=True)
         thread.start()
         servers.append((server, thread))
         return f"http://127.0.0.1:{server.server_port}"
@@ -118,6 +120,16 @@ def hub(authz_app):
     from bailing_flask.testing import HubSimulator
 
     return HubSimulator(authz_app, STRONG_SECRET)
+
+
+_MARKER_FIXTURES = {"redis_server": "redis", "redis_server_factory": "redis", "gunicorn": "slow"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests by the real servers they start (``-m "not slow"``, ``-m redis``)."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & _MARKER_FIXTURES.keys():
+            item.add_marker(_MARKER_FIXTURES[fixture])
 
 
 def free_port() -> int:
