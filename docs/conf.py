@@ -33,9 +33,9 @@ extensions = [
 root_doc = "index"
 exclude_patterns = ["_build"]
 templates_path: list[str] = []
-html_static_path: list[str] = []
+html_static_path = ["_static"]
 default_role = "code"
-pygments_style = "sphinx"
+pygments_style = "default"
 nitpicky = False
 
 # -- autodoc ---------------------------------------------------------------------------
@@ -49,11 +49,10 @@ autodoc_mock_imports: list[str] = []
 python_use_unqualified_type_names = True
 
 # -- HTML ------------------------------------------------------------------------------
-html_theme = "alabaster"
+html_theme = "furo"
 html_title = f"bailing_flask {release}"
 html_theme_options = {
-    "description": "Governed AI tools for Flask apps, verified the way BailingHub signs them.",
-    "fixed_sidebar": True,
-    "show_relbars": True,
+    # code blocks and wide tables scroll inside the page instead of running off it
+    "navigation_with_keys": True,
 }
-html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
+html_css_files: list[str] = ["bailing.css"]
