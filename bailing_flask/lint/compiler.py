@@ -1,0 +1,797 @@
+"""A mirror of the hub's OpenAPI compiler: which operations become tools, and its diagnostics.
+
+The hub compiles our OpenAPI document into tools step by step; the first
+failing step of an operation decides, and its diagnostics only show up in the
+hub's console. This module re-derives them from an already normalized JSON
+value (see :mod:`._js`), with the same codes, severities and order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._jsenc import js_property_order, json_stringify
+from .._jsenc import js_trim as _js_trim
+from .._jsenc import utf16_slice as _utf16_slice
+from ._js import (
+    _HubCrash,
+    _NotJson,
+    _Props,
+    _describe,
+    _dig,
+    _entries,
+    _is_integer,
+    _is_number,
+    _js_get,
+    _js_round,
+    _js_string,
+    _label,
+    _normalize,
+    _or,
+    _record,
+    _to_number,
+    _truthy,
+    _unique,
+)
+from .codes import Finding, Severity
+
+
+@dataclass(frozen=True)
+class CompiledTool:
+    """What the hub keeps of one operation (the parts a doctor needs)."""
+
+    name: str
+    method: str
+    path: str
+    scope: str
+    requires_subject: bool
+    readonly: bool
+    #: required argument names, de-duplicated, in the hub's order
+    required: tuple[str, ...] = ()
+    #: argument name -> "query" | "path" | "header" | "body", in JS property order
+    param_in: Mapping[str, str] = field(default_factory=dict)
+
+
+_CAP = "x-agent-capability"
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_LOCATIONS = frozenset({"query", "path", "header"})
+_CONFIRM_OPS = frozenset({">", ">=", "<", "<=", "==", "!=", "in", "contains", "exists"})
+_NUMERIC_OPS = frozenset({">", ">=", "<", "<="})
+_RATE_WINDOWS = frozenset({"1s", "1m", "1h", "1d"})
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_PLACEHOLDER_RE = re.compile(r"\{([^{}]+)\}")
+_SLUG_RUN_RE = re.compile(r"[^a-zA-Z0-9]+")
+_SLUG_EDGE_RE = re.compile(r"^_+|_+$")
+_MAX_DESCRIPTION = 500
+_MAX_NAME = 64
+
+
+def _schema_types(schema: Mapping[str, Any]) -> list[str]:
+    raw = schema.get("type")
+    if isinstance(raw, list):
+        return [item for item in raw if isinstance(item, str)]
+    return [raw] if isinstance(raw, str) else []
+
+
+def _matches_type(value: object, schema: Mapping[str, Any]) -> bool:
+    """The hub's JSON-type check for approval values (no enum/format checks)."""
+    types = _schema_types(schema)
+    if not types:
+        return True
+    if value is None:
+        return "null" in types or schema.get("nullable") is True
+    checks: dict[str, Callable[[Any], bool]] = {
+        "string": lambda v: isinstance(v, str),
+        "boolean": lambda v: isinstance(v, bool),
+        "number": lambda v: _is_number(v) and math.isfinite(float(v)),
+        "integer": _is_integer,
+        "array": lambda v: isinstance(v, list),
+        "object": lambda v: isinstance(v, dict),
+    }
+    return any(t in checks and checks[t](value) for t in types)
+
+
+def _slug(method: str, path: str) -> str:
+    return _SLUG_EDGE_RE.sub("", _SLUG_RUN_RE.sub("_", f"{method}_{path}"))
+
+
+@dataclass
+class _Capability:
+    """The ``x-agent-capability`` fields as the hub reads them."""
+
+    enabled: bool
+    scope: str
+    risk_level: object
+    approval_when: object
+    rate_per_min: float | None
+    requires_subject: bool
+    readonly: bool
+    timeout_present: bool
+    timeout_raw: object
+    when_to_use: str
+    returns: str
+    examples: list[Any]
+    context: list[str]
+
+
+def _read_capability(cap: dict[str, Any]) -> _Capability:
+    """Mirror the hub's annotation reader; it runs even for disabled operations,
+    so a ``String()`` that throws here breaks the compile regardless of ``enabled``."""
+    execution = _record(cap.get("execution")) or {}
+    guidance = _record(cap.get("guidance")) or {}
+    approval = _record(cap.get("approval")) or {}
+    outcome = _record(cap.get("outcome"))
+    rate_per_min: float | None = None
+    rate = _record(execution.get("rate_limit"))
+    if rate is not None:
+        count = _to_number(rate.get("count"), "x-agent-capability.execution.rate_limit.count")
+        window = _js_string(
+            _or(rate.get("window"), ""), "x-agent-capability.execution.rate_limit.window"
+        )
+        if _is_integer(count) and count > 0 and window in _RATE_WINDOWS:
+            rate_per_min = {
+                "1s": count * 60,
+                "1m": count,
+                "1h": max(1.0, _js_round(count / 60)),
+                "1d": max(1.0, _js_round(count / 1440)),
+            }[window]
+    scope = _js_trim(_js_string(_or(cap.get("scope"), ""), "x-agent-capability.scope"))
+    when_to_use = _js_trim(
+        _js_string(_or(guidance.get("when_to_use"), ""), "guidance.when_to_use")
+    )
+    returns = _js_trim(_js_string(_or(guidance.get("returns"), ""), "guidance.returns"))
+    _js_string(_or(approval.get("prompt"), ""), "approval.prompt")
+    raw_context = guidance.get("context")
+    context: list[str] = []
+    if isinstance(raw_context, list):
+        converted = [_js_string(item, "guidance.context") for item in raw_context]
+        context = [item for item in converted if item][:50]
+    if outcome is not None:
+        _js_string(_or(outcome.get("result"), ""), "outcome.result")
+        _js_string(_or(outcome.get("side_effect"), ""), "outcome.side_effect")
+    examples = guidance.get("examples")
+    return _Capability(
+        enabled=cap.get("enabled") is True,
+        scope=scope,
+        risk_level=_dig(cap, "risk", "level"),
+        approval_when=approval.get("when"),
+        rate_per_min=rate_per_min,
+        requires_subject=_dig(cap, "subject", "required") is True,
+        readonly=execution.get("readonly") is True,
+        timeout_present="timeout_ms" in execution,
+        timeout_raw=execution.get("timeout_ms"),
+        when_to_use=when_to_use,
+        returns=returns,
+        examples=examples if isinstance(examples, list) else [],
+        context=context,
+    )
+
+
+@dataclass
+class _Condition:
+    param: str
+    op: str
+    value: object
+
+
+@dataclass
+class _Operation:
+    """One ``paths[p][method]`` entry and what the hub made of it."""
+
+    path: str
+    method: str
+    loc: str
+    op: dict[str, Any]
+    #: "disabled", "deprecated", "crashed", "dropped" or "kept"
+    status: str = "disabled"
+    cap: dict[str, Any] | None = None
+    name: str | None = None
+    raw_name: str | None = None
+    description: str | None = None
+    tool: CompiledTool | None = None
+
+
+_Hook = Callable[[_Operation, object], None]
+
+
+class _Compiler:
+    """Walks a normalized document exactly like the hub's OpenAPI compiler."""
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.operations: list[_Operation] = []
+
+    # helpers -----------------------------------------------------------------------
+    def _hub(
+        self, severity: Severity, code: str, loc: str, message: str, suggestion: str | None = None
+    ) -> None:
+        self.findings.append(Finding(severity, code, loc, message, suggestion, "hub"))
+
+    def _ours(
+        self, severity: Severity, code: str, loc: str, message: str, suggestion: str | None = None
+    ) -> None:
+        self.findings.append(Finding(severity, code, loc, message, suggestion, "bailing"))
+
+    # walk --------------------------------------------------------------------------
+    def run(self, doc: dict[str, Any], hook: _Hook | None = None) -> None:
+        """Compile every operation; ``hook(operation, path_item)`` sees each one."""
+        paths = _or(doc.get("paths"), {})
+        for path, item in _entries(paths):
+            if item is None:
+                self._ours(
+                    "error",
+                    "crash_null_path_item",
+                    "-",
+                    f"paths[{path!r}] is null; the hub's compiler throws on it, so the whole "
+                    "catalog fails to compile and every tool of this source becomes unavailable.",
+                    "Remove the path or give it an object of operations.",
+                )
+                continue
+            for method, op in _entries(item):
+                if not isinstance(op, dict):
+                    continue  # scalars and arrays are never operations
+                operation = _Operation(path, method, f"{method.upper()} {path}", op)
+                self.operations.append(operation)
+                try:
+                    self._operation(operation)
+                except _HubCrash as crash:
+                    operation.status = "crashed"
+                    self._ours("error", crash.code, operation.loc, crash.message, crash.suggestion)
+                if hook is not None:
+                    hook(operation, item)
+
+    def _operation(self, o: _Operation) -> None:
+        op, loc, m = o.op, o.loc, o.method.upper()
+        raw_cap = op.get(_CAP)
+        cap = _record(raw_cap)
+        ann = _read_capability(cap) if cap is not None else None
+        if _CAP in op and cap is None:
+            self._hub(
+                "error",
+                "invalid_agent_capability",
+                loc,
+                f"x-agent-capability must be an object, got {_describe(raw_cap)}; "
+                "the operation is not exposed.",
+                "Give the operation an x-agent-capability object, or remove the key.",
+            )
+            return
+        if ann is None or not ann.enabled:
+            return
+        o.cap = cap
+        if op.get("deprecated") is True:
+            o.status = "deprecated"
+            self._hub(
+                "error",
+                "deprecated",
+                loc,
+                "The operation is marked deprecated: true, so the hub does not expose it.",
+                "Remove deprecated (or set enabled: false) if the tool should be available.",
+            )
+            return
+        o.status = "dropped"
+        scope = ann.scope
+        if not scope:
+            self._hub(
+                "error",
+                "missing_scope",
+                loc,
+                "x-agent-capability.scope is missing or blank; the operation is not exposed.",
+                "Set a stable permission label, e.g. scope: tenant.staff.read, and allow it "
+                "in the route.",
+            )
+            return
+        if ann.timeout_present and not _is_number(ann.timeout_raw):
+            self._hub(
+                "error",
+                "invalid_timeout_type",
+                loc,
+                "x-agent-capability.execution.timeout_ms must be a JSON number, got "
+                f"{_describe(ann.timeout_raw)}; the operation is not exposed.",
+                "Write timeout_ms: 5000 without quotes, or remove it to inherit the "
+                "source's timeout.",
+            )
+            return
+
+        props = _Props()
+        param_in: dict[str, str] = {}
+        required: list[object] = []
+        unsupported = False
+        raw_params = _or(op.get("parameters"), [])
+        if not isinstance(raw_params, (list, str)):
+            raise _HubCrash(
+                "crash_parameters_not_iterable",
+                f"parameters is {_describe(raw_params)}, not an array; the hub iterates it "
+                "and throws, so the whole catalog fails to compile.",
+                "Make parameters a list of parameter objects.",
+            )
+        for prm in raw_params if isinstance(raw_params, list) else []:
+            if not isinstance(prm, dict) or not _truthy(prm.get("name")):
+                continue
+            schema = prm.get("schema")
+            if not _truthy(schema):
+                continue
+            where = _js_trim(prm["in"]) if isinstance(prm.get("in"), str) else ""
+            name = _js_string(prm["name"], "a parameter name")
+            if where not in _LOCATIONS:
+                unsupported = True
+                shown = json_stringify(where) if where else "(not declared)"
+                self._hub(
+                    "error",
+                    "unsupported_param_location",
+                    loc,
+                    f"Parameter {name!r} has in: {shown}; only query, path and header are "
+                    "supported, so the operation is not exposed.",
+                    "Identity and session data come from the signed headers; put business "
+                    "parameters in query/path/header or an application/json requestBody."
+                    if where == "cookie"
+                    else "Declare in: query, in: path or in: header, or move the value into "
+                    "an application/json requestBody.",
+                )
+                continue
+            schema_description = schema.get("description") if isinstance(schema, dict) else None
+            description = _or(prm.get("description"), schema_description)
+            copied = dict(schema) if isinstance(schema, dict) else {}
+            if description is not None:
+                copied["description"] = description
+            props[name] = copied
+            if name != "__proto__":  # assigning a string to __proto__ is a no-op in JS
+                param_in[name] = where
+            if _truthy(prm.get("required")) or where == "path":
+                required.append(prm["name"])
+            if not _truthy(prm.get("description")) and not _truthy(schema_description):
+                self._hub(
+                    "warning",
+                    "param_missing_description",
+                    loc,
+                    f"Parameter {name!r} has no description (neither on the parameter nor on "
+                    "its schema); the model fills it less reliably.",
+                    "Add a description, and an enum, format or default where one applies.",
+                )
+        if unsupported:
+            return
+
+        body = _dig(op, "requestBody", "content", "application/json", "schema")
+        body_schema = _record(body)
+        if body_schema is not None and _truthy(body_schema.get("properties")):
+            for key, value in _entries(body_schema["properties"]):
+                props[key] = value
+                if key != "__proto__":
+                    param_in[key] = "body"
+                if not _truthy(_dig(value, "description")):
+                    self._hub(
+                        "warning",
+                        "param_missing_description",
+                        loc,
+                        f"Request body property {key!r} has no description; the model fills "
+                        "it less reliably.",
+                        "Add a description, and an enum, format or default where one applies.",
+                    )
+            body_required = _or(body_schema.get("required"), [])
+            if isinstance(body_required, str):
+                required.extend(body_required)  # iterated by code point, like for...of
+            elif isinstance(body_required, list):
+                required.extend(body_required)
+            else:
+                raise _HubCrash(
+                    "crash_body_required_not_iterable",
+                    f"The request body schema's required is {_describe(body_required)}, not "
+                    "an array; the hub iterates it and throws, so the whole catalog fails to "
+                    "compile.",
+                    "Make required a list of property names.",
+                )
+        if m != "GET" and not props.own and _dig(body_schema, "type") != "object":
+            self._hub(
+                "error",
+                "write_without_schema",
+                loc,
+                f"{m} operation declares no parameters and no application/json body "
+                "properties, and its body schema is not type: object; the hub refuses to "
+                "expose a write without a schema.",
+                "Declare parameters or an application/json requestBody schema (a "
+                "zero-argument write may use {\"type\": \"object\"}).",
+            )
+            return
+
+        summary, op_description = op.get("summary"), op.get("description")
+        description = _js_string(_or(summary, _or(op_description, scope)), "summary/description")
+        if not _truthy(summary) and not _truthy(op_description):
+            self._hub(
+                "warning",
+                "missing_summary",
+                loc,
+                "No summary or description; the tool description falls back to the scope.",
+                "Add an agent-oriented summary and guidance.when_to_use.",
+            )
+        if not _truthy(op.get("operationId")):
+            self._hub(
+                "warning",
+                "missing_operation_id",
+                loc,
+                "No operationId; the tool name is derived from method and path and changes "
+                "whenever the path does.",
+                "Set a stable operationId; it becomes the tool name.",
+            )
+        if ann.when_to_use:
+            description += "\u3002\u4f55\u65f6\u7528\uff1a" + ann.when_to_use
+        if ann.returns:
+            description += "\u3002\u8fd4\u56de\uff1a" + ann.returns
+        example = ann.examples[0] if ann.examples else None
+        if _truthy(example) and isinstance(example, (dict, list)):
+            description += "\u3002\u793a\u4f8b\u53c2\u6570\uff1a" + json_stringify(example)
+        o.description = description
+
+        conditions = self._confirm_when(ann.approval_when, loc)
+        if conditions is None:
+            return
+
+        op_id = op.get("operationId")
+        if op_id is not None:
+            raw_name = _js_string(op_id, "operationId")
+        else:
+            raw_name = _slug(o.method, o.path)
+        name = _utf16_slice(raw_name, _MAX_NAME)
+        o.raw_name, o.name = raw_name, name
+        readonly = m == "GET" or ann.readonly
+        # An unknown risk level falls back silently; only its conversion can fail.
+        _js_string(_or(ann.risk_level, ""), "risk.level")
+        unique_required = _unique(required)
+
+        before = len(self.findings)
+        self._validate(o, m, name, description, ann, props, param_in, unique_required, conditions)
+        if any(f.severity == "error" for f in self.findings[before:]):
+            return
+        o.status = "kept"
+        o.tool = CompiledTool(
+            name=name,
+            method=m,
+            path=o.path,
+            scope=scope,
+            requires_subject=ann.requires_subject,
+            readonly=readonly,
+            required=tuple(k for k in unique_required if isinstance(k, str)),
+            param_in={k: param_in[k] for k in js_property_order(param_in)},
+        )
+
+    def _confirm_when(self, raw: object, loc: str) -> list[_Condition] | None:
+        """Parse approval.when; None means the operation is dropped."""
+        if raw is None or raw is False:
+            return []
+        if not isinstance(raw, list):
+            self._hub(
+                "error",
+                "invalid_confirm_when",
+                loc,
+                f"x-agent-capability.approval.when must be an array, got {_describe(raw)}.",
+                'Example: [{"param": "amount", "op": ">", "value": 1000}]',
+            )
+            return None
+        parsed: list[_Condition] = []
+        for index, item in enumerate(raw):
+            where = f"x-agent-capability.approval.when[{index}]"
+            if not isinstance(item, dict):
+                self._hub(
+                    "error",
+                    "invalid_confirm_when",
+                    loc,
+                    f"{where} must be an object, got {_describe(item)}.",
+                    'Example: {"param": "amount", "op": ">", "value": 1000}',
+                )
+                return None
+            param = _js_trim(_js_string(_or(item.get("param"), ""), f"{where}.param"))
+            op = _js_trim(_js_string(_or(item.get("op"), ""), f"{where}.op"))
+            if not param:
+                self._hub(
+                    "error",
+                    "invalid_confirm_when_param",
+                    loc,
+                    f"{where}.param is missing or blank.",
+                    "Name the argument to test, e.g. \"amount\" or \"order.total\".",
+                )
+                return None
+            if op not in _CONFIRM_OPS:
+                self._hub(
+                    "error",
+                    "invalid_confirm_when_op",
+                    loc,
+                    f"{where}.op {_label(_or(item.get('op'), ''))!r} is not supported.",
+                    "Use one of > >= < <= == != in contains exists.",
+                )
+                return None
+            if op != "exists" and "value" not in item:
+                self._hub(
+                    "error",
+                    "invalid_confirm_when_value",
+                    loc,
+                    f"{where} uses op {op!r} but has no value.",
+                    "Add a value (only op: exists needs none).",
+                )
+                return None
+            parsed.append(_Condition(param, op, item.get("value")))
+        return parsed[:20]
+
+    def _validate(
+        self,
+        o: _Operation,
+        m: str,
+        name: str,
+        description: str,
+        ann: _Capability,
+        props: _Props,
+        param_in: dict[str, str],
+        required: list[object],
+        conditions: list[_Condition],
+    ) -> None:
+        """The hub's ToolDefinition validation, restricted to checks OpenAPI input can fail."""
+        loc = o.loc
+        if not _NAME_RE.fullmatch(name):
+            self._hub(
+                "error",
+                "invalid_name",
+                loc,
+                f"Tool name {name!r} (operationId, or the method+path slug, cut to 64 "
+                "UTF-16 units) does not match ^[A-Za-z_][A-Za-z0-9_]{0,63}$.",
+                "Use an operationId of letters, digits and underscores that starts with a "
+                "letter or underscore (no '.' or '-').",
+            )
+        if m not in _METHODS:
+            self._hub(
+                "error",
+                "invalid_method",
+                loc,
+                f"{m!r} is not an HTTP method the hub can call.",
+                "Use get, post, put, patch, delete or options.",
+            )
+        if not o.path.startswith("/"):
+            self._hub(
+                "error",
+                "invalid_path",
+                loc,
+                f"Path {o.path!r} does not start with '/'.",
+                "Write the path key as /resource/...",
+            )
+        if not _js_trim(_utf16_slice(description, _MAX_DESCRIPTION)):
+            self._hub(
+                "error",
+                "invalid_description",
+                loc,
+                "The composed tool description (summary, else description, else scope, plus "
+                "guidance, cut to 500 UTF-16 units) is blank.",
+                "Write a one-sentence summary of what the tool does.",
+            )
+        if ann.rate_per_min is not None and not math.isfinite(ann.rate_per_min):
+            self._hub(
+                "error",
+                "invalid_rate_limit",
+                loc,
+                "execution.rate_limit.count is so large that the per-minute limit overflows.",
+                "Use a realistic count.",
+            )
+        timeout = ann.timeout_raw if ann.timeout_present else 0
+        if not _is_integer(timeout) or not 0 <= float(timeout) <= 600_000:  # type: ignore[arg-type]
+            self._hub(
+                "error",
+                "invalid_timeout",
+                loc,
+                f"execution.timeout_ms {_label(timeout)} is not an integer between 0 and "
+                "600000.",
+                "Use whole milliseconds from 1 to 600000 (0 inherits the source's timeout).",
+            )
+        if any(not _js_trim(item) for item in ann.context):
+            self._hub(
+                "error",
+                "invalid_context",
+                loc,
+                "guidance.context contains a whitespace-only entry.",
+                "Remove blank entries from guidance.context.",
+            )
+        if required:
+            if any(not isinstance(k, str) for k in required):
+                bad = next(k for k in required if not isinstance(k, str))
+                self._hub(
+                    "error",
+                    "invalid_input_schema_required",
+                    loc,
+                    f"The required list contains a non-string ({_describe(bad)}); names in "
+                    "required (and parameter names that are required or in: path) must be "
+                    "strings.",
+                    "List property names as strings.",
+                )
+            else:
+                for key in required:
+                    assert isinstance(key, str)
+                    if key not in props:
+                        self._hub(
+                            "error",
+                            "required_param_missing_schema",
+                            loc,
+                            f"Required argument {key!r} is not among the declared "
+                            "properties/parameters.",
+                            "Declare a schema for every required name, or remove it from "
+                            "required.",
+                        )
+        input_schema = {"type": "object", "properties": props}
+        for index, cond in enumerate(conditions):
+            self._check_condition(loc, index, cond, input_schema)
+        placeholders = _PLACEHOLDER_RE.findall(o.path)
+        for key in placeholders:
+            if param_in.get(key) != "path":
+                self._hub(
+                    "error",
+                    "path_param_missing",
+                    loc,
+                    f"Path placeholder {{{key}}} is not declared as an in: path parameter of "
+                    "this operation (path-level and $ref parameters are not read).",
+                    f"Add {{\"name\": \"{key}\", \"in\": \"path\", \"required\": true, "
+                    "\"schema\": {...}} to the operation's parameters.",
+                )
+        for key in js_property_order(param_in):
+            if param_in[key] == "path" and key not in placeholders:
+                self._hub(
+                    "warning",
+                    "path_param_not_in_path",
+                    loc,
+                    f"Parameter {key!r} is in: path but the path has no {{{key}}} placeholder.",
+                    "Fix the placeholder or declare the parameter in query/header/body.",
+                )
+
+    def _check_condition(
+        self, loc: str, index: int, cond: _Condition, input_schema: dict[str, Any]
+    ) -> None:
+        where = f"approval.when[{index}]"
+        schema = _schema_at(input_schema, cond.param)
+        if schema is None:
+            self._hub(
+                "error",
+                "confirm_when_param_missing_schema",
+                loc,
+                f"{where}.param {cond.param!r} does not resolve to a declared argument "
+                "(dot paths follow nested properties).",
+                "Point param at a declared parameter or body property.",
+            )
+            return
+        types = _schema_types(schema)
+        if not types:
+            self._hub(
+                "error",
+                "confirm_when_param_untyped",
+                loc,
+                f"{where}.param {cond.param!r} has no JSON Schema type to compare against.",
+                "Give the argument an explicit type.",
+            )
+            return
+        op, value = cond.op, cond.value
+        if op == "exists":
+            return
+        if op in _NUMERIC_OPS:
+            numeric = "integer" if "integer" in types else "number"
+            if not ({"number", "integer"} & set(types)) or not _matches_type(
+                value, {"type": numeric}
+            ):
+                self._hub(
+                    "error",
+                    "confirm_when_numeric_type",
+                    loc,
+                    f"{where} uses {op} but the argument is not number/integer or the value "
+                    f"({_describe(value)}) is not a finite {numeric}.",
+                    "Declare the argument as number or integer and use a JSON number value.",
+                )
+            return
+        if op == "in":
+            if not isinstance(value, list) or not all(_matches_type(v, schema) for v in value):
+                self._hub(
+                    "error",
+                    "confirm_when_in_type",
+                    loc,
+                    f"{where} uses in, but the value is not an array of {'/'.join(types)} "
+                    "values.",
+                    'E.g. ["pending", "blocked"] for a string argument, [1, 2] for a number.',
+                )
+            return
+        if op == "contains":
+            if "string" in types and not isinstance(value, str):
+                self._hub(
+                    "error",
+                    "confirm_when_contains_type",
+                    loc,
+                    f"{where} uses contains on a string argument, so the value must be a "
+                    "string.",
+                    'E.g. {"param": "reason", "op": "contains", "value": "refund"}',
+                )
+            elif "string" not in types and "array" not in types:
+                self._hub(
+                    "error",
+                    "confirm_when_contains_type",
+                    loc,
+                    f"{where} uses contains, which needs a string or array argument.",
+                    "Use == or in, or declare the argument as string or array.",
+                )
+            return
+        if not _matches_type(value, schema):
+            self._hub(
+                "error",
+                "confirm_when_value_type",
+                loc,
+                f"{where} compares with {_describe(value)}, which does not have the "
+                f"argument's type ({'/'.join(types)}); the hub never coerces.",
+                "Use a value of the same JSON type as the argument.",
+            )
+
+
+def _schema_at(input_schema: dict[str, Any], dotted: str) -> dict[str, Any] | None:
+    """Resolve an approval ``param`` dot path through nested ``properties``.
+
+    Every step is a JS property read, inherited properties included.
+    """
+    current: object = input_schema
+    for part in (p for p in dotted.split(".") if p):
+        properties = _js_get(current, "properties")
+        if isinstance(properties, _Props):
+            current = properties[part]
+        elif isinstance(properties, dict):
+            current = _js_get(properties, part)
+        else:
+            return None
+        if not isinstance(current, dict):
+            return None
+    return current if isinstance(current, dict) else None
+
+
+def _too_deep() -> Finding:
+    return Finding(
+        "error",
+        "document_too_deep",
+        "-",
+        "The catalog is nested too deeply to be linted here (the hub itself may accept it).",
+        "Flatten the schemas.",
+        "bailing",
+    )
+
+
+def _prepare(document: object) -> tuple[dict[str, Any] | None, Finding | None]:
+    """Normalize ``document``; on failure return the finding that explains why."""
+    try:
+        doc = _normalize(document, set())
+    except RecursionError:
+        return None, _too_deep()
+    except _NotJson as exc:
+        reason = f"it contains {exc}"
+    except Exception as exc:  # a hostile Mapping may raise anything
+        reason = f"reading it failed ({type(exc).__name__})"
+    else:
+        if isinstance(doc, dict):
+            return doc, None
+        reason = f"its root is {_describe(doc)}, not an object"
+    return None, Finding(
+        "error",
+        "invalid_spec",
+        "-",
+        f"The catalog is not a usable OpenAPI document: {reason}. The hub compiles no tools.",
+        "Serve an OpenAPI 3.x JSON object.",
+        "hub",
+    )
+
+
+def _compile(doc: dict[str, Any]) -> _Compiler:
+    compiler = _Compiler()
+    compiler.run(doc)
+    return compiler
+
+
+def compile_tools(document: object) -> list[CompiledTool]:
+    """The tools the hub would keep, in document order (duplicates included)."""
+    doc, _ = _prepare(document)
+    if doc is None:
+        return []
+    try:
+        return [o.tool for o in _compile(doc).operations if o.tool is not None]
+    except RecursionError:
+        return []
+
+
+def compile_names(document: object) -> list[tuple[str, str, str]]:
+    """``(name, METHOD, path)`` of every tool the hub would keep."""
+    return [(t.name, t.method, t.path) for t in compile_tools(document)]
