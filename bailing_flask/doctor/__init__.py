@@ -1,0 +1,137 @@
+"""``flask bailing doctor``: look at a live deployment the way BailingHub does.
+
+The doctor sends the hub's own requests to a running deployment (over the
+network, through every proxy, CDN and gateway in front of the app) and
+says what the hub would conclude, why, and how to fix it:
+
+* the catalog fetch of the ``signed_required`` policy (``CONTRACT.md`` §4):
+  a signed ``GET spec_url`` that never follows redirects, then, after a 2xx,
+  two concurrent negative probes (unsigned; same timestamp with
+  ``sha256=`` + 64 zeros), classified exactly like the hub
+  (``protected`` / ``public`` / ``inconclusive``);
+* the catalog response itself (``Cache-Control: private, no-store``, caches
+  that hand the signed copy to anyone, content type, 5 MiB, JSON object)
+  and the lint of what is actually served;
+* the authorization probe (§5), with the hub's target choice and
+  classification, plus two stricter checks the hub does not make (a
+  ``pass`` that only means "the signature was refused", and an endpoint
+  that answers an invalid signature);
+* the clock difference visible in the ``Date`` header (§2.3);
+* one signed call to a parameter-less read tool, as the hub sends it (§3),
+  with redirects followed like the hub's ``fetch`` does, so a redirect or
+  a ``404`` (``base_url`` prefix) shows up;
+* every redirect seen on the way (trap T8).
+
+When a signature is refused, the doctor tries a few corrected signatures
+(another path prefix, the server's own clock) to name the cause instead of
+listing every possibility. These diagnostic requests are marked as such;
+the hub itself never sends them.
+
+Usage::
+
+    report = run_doctor("https://shop.example.com/openapi", secret)
+    print(report.render())
+    sys.exit(0 if report.ok else 1)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .call_checks import _CallChecks
+from .catalog_checks import _CatalogChecks
+from .classify import _boolean_decision as _boolean_decision
+from .constants import CLOCK_TOLERANCE as CLOCK_TOLERANCE
+from .constants import PROBE_BODY as PROBE_BODY
+from .constants import PROBE_SUBJECT as PROBE_SUBJECT
+from .constants import SPEC_MAX_BYTES as SPEC_MAX_BYTES
+from .constants import WELL_KNOWN_CATALOG as WELL_KNOWN_CATALOG
+from .constants import WINDOW_SECONDS as WINDOW_SECONDS
+from .constants import ZERO_SIGNATURE as ZERO_SIGNATURE
+from .report import CatalogAccess, Check, DoctorReport, ProbeOutcome
+from .report import CheckStatus as CheckStatus
+from .report import Policy as Policy
+from .transport import _parse_url
+
+__all__ = [
+    "CHECK_NAMES",
+    "CatalogAccess",
+    "Check",
+    "DoctorReport",
+    "ProbeOutcome",
+    "run_doctor",
+]
+
+#: Every check, in report order.
+CHECK_NAMES: tuple[str, ...] = (
+    "catalog.access",
+    "catalog.caching",
+    "catalog.body",
+    "catalog.lint",
+    "authz_probe",
+    "authz_probe.verifies",
+    "clock",
+    "tool_call",
+    "redirects",
+)
+
+
+class _Doctor(_CatalogChecks, _CallChecks):
+    """Runs every check in report order."""
+
+    # -- run -----------------------------------------------------------------------------------
+
+    def run(self) -> DoctorReport:
+        primary = self.catalog_access()
+        self.catalog_caching(primary)
+        self.catalog_body(primary)
+        self.catalog_lint()
+        self.authz_probe()
+        self.tool_call()
+        self.clock_check()
+        self.redirects()
+        checks = tuple(self.state.checks[name] for name in CHECK_NAMES if name in self.state.checks)
+        return DoctorReport(
+            checks=checks,
+            base_url=self.base_url,
+            catalog_url=self.catalog.href,
+            policy=self.policy,
+            catalog_access=self.state.access,
+            authz_probe=self.state.probe,
+        )
+
+
+def run_doctor(
+    base_url: str,
+    secret: str,
+    *,
+    catalog_url: str | None = None,
+    subject: str | None = None,
+    timeout: float = 10.0,
+    clock: Callable[[], float] = time.time,
+    policy: Policy = "signed_required",
+) -> DoctorReport:
+    """Examine a live deployment the way BailingHub would, and report.
+
+    :param base_url: the tool source's ``base_url`` in the hub (may contain a
+        path prefix such as ``https://shop.example.com/openapi``).
+    :param secret: the tool source's provider secret.
+    :param catalog_url: the hub's ``spec_url``; defaults to
+        ``base_url + /.well-known/bailing/tools.json``.
+    :param subject: call the read tool as this subject (default: anonymous).
+    :param timeout: seconds per request (the hub uses 10; the probe at most 8).
+    :param clock: current Unix time of this machine (injectable for tests).
+    :param policy: the tool source's ``spec_access_policy``.
+
+    Sends only GET requests and the hub's POST authorization probe: no tool
+    with side effects is ever called.
+    """
+    if policy not in ("signed_required", "public_allowed"):
+        raise ValueError("policy must be 'signed_required' or 'public_allowed'")
+    _parse_url(base_url)  # ValueError early for a malformed base_url
+    if catalog_url:
+        _parse_url(catalog_url)
+    doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
+                     clock=clock, policy=policy)
+    return doctor.run()
