@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from ._schema import converter_schema, model_schema, type_schema
 from .errors import ToolDeclarationError
-from .lint import Finding
+from .lint.codes import Finding, finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -300,33 +300,15 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
     findings: list[Finding] = []
     key = tool.operation_key
     if tool.authorizer is None and not has_app_authorizer:
-        findings.append(Finding(
-            "error", "no_authorizer", key,
-            f"tool {tool.name!r} ({tool.view_name}) has no authorizer: every call would be refused with 403",
-            "register one with @bailing.authorizer or pass authorizer= to @tool", "bailing",
-        ))
+        findings.append(finding("no_authorizer", key, name=tool.name, view=tool.view_name))
     for variable, kind in tool.path_kinds.items():
         if kind == "float":
-            findings.append(Finding(
-                "warning", "float_path_param", key,
-                f"path parameter {variable!r} uses Werkzeug's float converter, which does not match whole "
-                "numbers; the hub sends 9.0 as '9', so such calls would 404",
-                "use a query or body parameter of type number", "bailing",
-            ))
+            findings.append(finding("float_path_param", key, name=variable))
         elif kind in ("custom",):
-            findings.append(Finding(
-                "info", "custom_converter", key,
-                f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
-                None, "bailing",
-            ))
+            findings.append(finding("custom_converter", key, name=variable))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
-        findings.append(Finding(
-            "warning", "rule_literal_not_reproducible", key,
-            f"the route {tool.rule!r} contains characters outside A-Z a-z 0-9 - . _ ~ ! * ' ( ); "
-            "they verify only on servers that report the raw request target (RAW_URI/REQUEST_URI)",
-            "rename the route or make sure the server sets REQUEST_URI", "bailing",
-        ))
+        findings.append(finding("rule_literal_not_reproducible", key, rule=tool.rule))
     return findings
 
 
@@ -354,12 +336,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
                 continue
             # ``@tool`` above the route decorator: the route holds the undecorated
             # function, but the gate in front of the endpoint guards it all the same
-            findings.append(Finding(
-                "info", "decorator_order", f"- {rule.rule}",
-                f"@tool on {wrapped_by.qualname} sits above the route decorator; the gate guards "
-                "the route either way, but below the route decorator reads as intended",
-                None, "bailing",
-            ))
+            findings.append(finding("decorator_order", f"- {rule.rule}", view=wrapped_by.qualname))
             declared = {method: (wrapped_by, {}) for method in methods}
         seen.update(id(declaration) for declaration, _ in declared.values())
         # HEAD is added by Flask to every GET route; it is only a tool if declared so.
@@ -405,10 +382,9 @@ def _duplicate_names(tools: list[Tool]) -> list[Finding]:
             continue
         first = first_by_name.setdefault(tool.name, tool)
         if first is not tool:
-            findings.append(Finding(
-                "error", "duplicate_tool_name", tool.operation_key,
-                f"tool name {tool.name!r} is used by both {first.view_name} ({first.operation_key}) "
-                f"and {tool.view_name} ({tool.operation_key})",
-                "give one of them another name=", "bailing",
+            findings.append(finding(
+                "duplicate_tool_name", tool.operation_key, "registry", name=tool.name,
+                first=first.view_name, first_key=first.operation_key,
+                second=tool.view_name, second_key=tool.operation_key,
             ))
     return findings

@@ -87,14 +87,7 @@ def lint_document(document: object, *, trusted: bool = False) -> list[Finding]:
         hazards.duplicates(compiler.operations)
         hazards.probe(doc, compiler.operations)
         if not any(o.tool for o in compiler.operations):
-            hazards.add(
-                "warning",
-                "no_tools",
-                "-",
-                "The hub would expose no tool from this catalog.",
-                "Mark operations with x-agent-capability: {enabled: true, scope: ...} and fix "
-                "the errors reported.",
-            )
+            hazards.add("no_tools", "-")
         return head.findings + compiler.findings
     except RecursionError:
         return [_too_deep()]

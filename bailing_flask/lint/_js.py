@@ -43,13 +43,16 @@ class _NotJson(Exception):
 
 
 class _HubCrash(Exception):
-    """The hub's compiler would throw here, which aborts the whole compile."""
+    """The hub's compiler would throw here, which aborts the whole compile.
 
-    def __init__(self, code: str, message: str, suggestion: str) -> None:
-        super().__init__(message)
+    ``code`` names the finding in :data:`~bailing_flask.lint.codes.CODES`;
+    ``fields`` fill in its message.
+    """
+
+    def __init__(self, code: str, **fields: object) -> None:
+        super().__init__(code)
         self.code = code
-        self.message = message
-        self.suggestion = suggestion
+        self.fields = fields
 
 
 def _to_double(value: int) -> float:
@@ -138,13 +141,7 @@ def _js_string(value: object, what: str) -> str:
     """
     if isinstance(value, dict):
         if "toString" in value:
-            raise _HubCrash(
-                "crash_to_string_key",
-                f"{what} is (or contains) an object with its own \"toString\" key; the "
-                "hub converts it with String(), which throws, so the whole catalog "
-                "fails to compile and every tool of this source becomes unavailable.",
-                "Use a plain string here, or rename the \"toString\" key.",
-            )
+            raise _HubCrash("crash_to_string_key", what=what)
         return "[object Object]"
     if isinstance(value, list):
         return ",".join("" if item is None else _js_string(item, what) for item in value)

@@ -37,7 +37,7 @@ from ._js import (
     _truthy,
     _unique,
 )
-from .codes import Finding, Severity
+from .codes import Finding, finding
 
 
 @dataclass(frozen=True)
@@ -206,15 +206,8 @@ class _Compiler:
         self.operations: list[_Operation] = []
 
     # helpers -----------------------------------------------------------------------
-    def _hub(
-        self, severity: Severity, code: str, loc: str, message: str, suggestion: str | None = None
-    ) -> None:
-        self.findings.append(Finding(severity, code, loc, message, suggestion, "hub"))
-
-    def _ours(
-        self, severity: Severity, code: str, loc: str, message: str, suggestion: str | None = None
-    ) -> None:
-        self.findings.append(Finding(severity, code, loc, message, suggestion, "bailing"))
+    def _report(self, code: str, loc: str, variant: str | None = None, **fields: object) -> None:
+        self.findings.append(finding(code, loc, variant, **fields))
 
     # walk --------------------------------------------------------------------------
     def run(self, doc: dict[str, Any], hook: _Hook | None = None) -> None:
@@ -222,14 +215,7 @@ class _Compiler:
         paths = _or(doc.get("paths"), {})
         for path, item in _entries(paths):
             if item is None:
-                self._ours(
-                    "error",
-                    "crash_null_path_item",
-                    "-",
-                    f"paths[{path!r}] is null; the hub's compiler throws on it, so the whole "
-                    "catalog fails to compile and every tool of this source becomes unavailable.",
-                    "Remove the path or give it an object of operations.",
-                )
+                self._report("crash_null_path_item", "-", key=path)
                 continue
             for method, op in _entries(item):
                 if not isinstance(op, dict):
@@ -240,7 +226,7 @@ class _Compiler:
                     self._operation(operation)
                 except _HubCrash as crash:
                     operation.status = "crashed"
-                    self._ours("error", crash.code, operation.loc, crash.message, crash.suggestion)
+                    self._report(crash.code, operation.loc, None, **crash.fields)
                 if hook is not None:
                     hook(operation, item)
 
@@ -250,50 +236,22 @@ class _Compiler:
         cap = _record(raw_cap)
         ann = _read_capability(cap) if cap is not None else None
         if _CAP in op and cap is None:
-            self._hub(
-                "error",
-                "invalid_agent_capability",
-                loc,
-                f"x-agent-capability must be an object, got {_describe(raw_cap)}; "
-                "the operation is not exposed.",
-                "Give the operation an x-agent-capability object, or remove the key.",
-            )
+            self._report("invalid_agent_capability", loc, value=_describe(raw_cap))
             return
         if ann is None or not ann.enabled:
             return
         o.cap = cap
         if op.get("deprecated") is True:
             o.status = "deprecated"
-            self._hub(
-                "error",
-                "deprecated",
-                loc,
-                "The operation is marked deprecated: true, so the hub does not expose it.",
-                "Remove deprecated (or set enabled: false) if the tool should be available.",
-            )
+            self._report("deprecated", loc)
             return
         o.status = "dropped"
         scope = ann.scope
         if not scope:
-            self._hub(
-                "error",
-                "missing_scope",
-                loc,
-                "x-agent-capability.scope is missing or blank; the operation is not exposed.",
-                "Set a stable permission label, e.g. scope: tenant.staff.read, and allow it "
-                "in the route.",
-            )
+            self._report("missing_scope", loc)
             return
         if ann.timeout_present and not _is_number(ann.timeout_raw):
-            self._hub(
-                "error",
-                "invalid_timeout_type",
-                loc,
-                "x-agent-capability.execution.timeout_ms must be a JSON number, got "
-                f"{_describe(ann.timeout_raw)}; the operation is not exposed.",
-                "Write timeout_ms: 5000 without quotes, or remove it to inherit the "
-                "source's timeout.",
-            )
+            self._report("invalid_timeout_type", loc, value=_describe(ann.timeout_raw))
             return
 
         props = _Props()
@@ -302,12 +260,7 @@ class _Compiler:
         unsupported = False
         raw_params = _or(op.get("parameters"), [])
         if not isinstance(raw_params, (list, str)):
-            raise _HubCrash(
-                "crash_parameters_not_iterable",
-                f"parameters is {_describe(raw_params)}, not an array; the hub iterates it "
-                "and throws, so the whole catalog fails to compile.",
-                "Make parameters a list of parameter objects.",
-            )
+            raise _HubCrash("crash_parameters_not_iterable", value=_describe(raw_params))
         for prm in raw_params if isinstance(raw_params, list) else []:
             if not isinstance(prm, dict) or not _truthy(prm.get("name")):
                 continue
@@ -319,17 +272,9 @@ class _Compiler:
             if where not in _LOCATIONS:
                 unsupported = True
                 shown = json_stringify(where) if where else "(not declared)"
-                self._hub(
-                    "error",
-                    "unsupported_param_location",
-                    loc,
-                    f"Parameter {name!r} has in: {shown}; only query, path and header are "
-                    "supported, so the operation is not exposed.",
-                    "Identity and session data come from the signed headers; put business "
-                    "parameters in query/path/header or an application/json requestBody."
-                    if where == "cookie"
-                    else "Declare in: query, in: path or in: header, or move the value into "
-                    "an application/json requestBody.",
+                self._report(
+                    "unsupported_param_location", loc, "cookie" if where == "cookie" else None,
+                    name=name, where=shown,
                 )
                 continue
             schema_description = schema.get("description") if isinstance(schema, dict) else None
@@ -343,14 +288,7 @@ class _Compiler:
             if _truthy(prm.get("required")) or where == "path":
                 required.append(prm["name"])
             if not _truthy(prm.get("description")) and not _truthy(schema_description):
-                self._hub(
-                    "warning",
-                    "param_missing_description",
-                    loc,
-                    f"Parameter {name!r} has no description (neither on the parameter nor on "
-                    "its schema); the model fills it less reliably.",
-                    "Add a description, and an enum, format or default where one applies.",
-                )
+                self._report("param_missing_description", loc, name=name)
         if unsupported:
             return
 
@@ -362,59 +300,24 @@ class _Compiler:
                 if key != "__proto__":
                     param_in[key] = "body"
                 if not _truthy(_dig(value, "description")):
-                    self._hub(
-                        "warning",
-                        "param_missing_description",
-                        loc,
-                        f"Request body property {key!r} has no description; the model fills "
-                        "it less reliably.",
-                        "Add a description, and an enum, format or default where one applies.",
-                    )
+                    self._report("param_missing_description", loc, "body", name=key)
             body_required = _or(body_schema.get("required"), [])
             if isinstance(body_required, str):
                 required.extend(body_required)  # iterated by code point, like for...of
             elif isinstance(body_required, list):
                 required.extend(body_required)
             else:
-                raise _HubCrash(
-                    "crash_body_required_not_iterable",
-                    f"The request body schema's required is {_describe(body_required)}, not "
-                    "an array; the hub iterates it and throws, so the whole catalog fails to "
-                    "compile.",
-                    "Make required a list of property names.",
-                )
+                raise _HubCrash("crash_body_required_not_iterable", value=_describe(body_required))
         if m != "GET" and not props.own and _dig(body_schema, "type") != "object":
-            self._hub(
-                "error",
-                "write_without_schema",
-                loc,
-                f"{m} operation declares no parameters and no application/json body "
-                "properties, and its body schema is not type: object; the hub refuses to "
-                "expose a write without a schema.",
-                "Declare parameters or an application/json requestBody schema (a "
-                "zero-argument write may use {\"type\": \"object\"}).",
-            )
+            self._report("write_without_schema", loc, method=m)
             return
 
         summary, op_description = op.get("summary"), op.get("description")
         description = _js_string(_or(summary, _or(op_description, scope)), "summary/description")
         if not _truthy(summary) and not _truthy(op_description):
-            self._hub(
-                "warning",
-                "missing_summary",
-                loc,
-                "No summary or description; the tool description falls back to the scope.",
-                "Add an agent-oriented summary and guidance.when_to_use.",
-            )
+            self._report("missing_summary", loc)
         if not _truthy(op.get("operationId")):
-            self._hub(
-                "warning",
-                "missing_operation_id",
-                loc,
-                "No operationId; the tool name is derived from method and path and changes "
-                "whenever the path does.",
-                "Set a stable operationId; it becomes the tool name.",
-            )
+            self._report("missing_operation_id", loc)
         if ann.when_to_use:
             description += "\u3002\u4f55\u65f6\u7528\uff1a" + ann.when_to_use
         if ann.returns:
@@ -461,54 +364,33 @@ class _Compiler:
         if raw is None or raw is False:
             return []
         if not isinstance(raw, list):
-            self._hub(
-                "error",
-                "invalid_confirm_when",
-                loc,
-                f"x-agent-capability.approval.when must be an array, got {_describe(raw)}.",
-                'Example: [{"param": "amount", "op": ">", "value": 1000}]',
-            )
+            self._report("invalid_confirm_when", loc, value=_describe(raw))
             return None
         parsed: list[_Condition] = []
         for index, item in enumerate(raw):
             where = f"x-agent-capability.approval.when[{index}]"
             if not isinstance(item, dict):
-                self._hub(
-                    "error",
+                self._report(
                     "invalid_confirm_when",
                     loc,
-                    f"{where} must be an object, got {_describe(item)}.",
-                    'Example: {"param": "amount", "op": ">", "value": 1000}',
+                    "item",
+                    where=where, value=_describe(item),
                 )
                 return None
             param = _js_trim(_js_string(_or(item.get("param"), ""), f"{where}.param"))
             op = _js_trim(_js_string(_or(item.get("op"), ""), f"{where}.op"))
             if not param:
-                self._hub(
-                    "error",
-                    "invalid_confirm_when_param",
-                    loc,
-                    f"{where}.param is missing or blank.",
-                    "Name the argument to test, e.g. \"amount\" or \"order.total\".",
-                )
+                self._report("invalid_confirm_when_param", loc, where=where)
                 return None
             if op not in _CONFIRM_OPS:
-                self._hub(
-                    "error",
+                self._report(
                     "invalid_confirm_when_op",
                     loc,
-                    f"{where}.op {_label(_or(item.get('op'), ''))!r} is not supported.",
-                    "Use one of > >= < <= == != in contains exists.",
+                    where=where, op=_label(_or(item.get("op"), "")),
                 )
                 return None
             if op != "exists" and "value" not in item:
-                self._hub(
-                    "error",
-                    "invalid_confirm_when_value",
-                    loc,
-                    f"{where} uses op {op!r} but has no value.",
-                    "Add a value (only op: exists needs none).",
-                )
+                self._report("invalid_confirm_when_value", loc, where=where, op=op)
                 return None
             parsed.append(_Condition(param, op, item.get("value")))
         return parsed[:20]
@@ -528,115 +410,39 @@ class _Compiler:
         """The hub's ToolDefinition validation, restricted to checks OpenAPI input can fail."""
         loc = o.loc
         if not _NAME_RE.fullmatch(name):
-            self._hub(
-                "error",
-                "invalid_name",
-                loc,
-                f"Tool name {name!r} (operationId, or the method+path slug, cut to 64 "
-                "UTF-16 units) does not match ^[A-Za-z_][A-Za-z0-9_]{0,63}$.",
-                "Use an operationId of letters, digits and underscores that starts with a "
-                "letter or underscore (no '.' or '-').",
-            )
+            self._report("invalid_name", loc, name=name)
         if m not in _METHODS:
-            self._hub(
-                "error",
-                "invalid_method",
-                loc,
-                f"{m!r} is not an HTTP method the hub can call.",
-                "Use get, post, put, patch, delete or options.",
-            )
+            self._report("invalid_method", loc, method=m)
         if not o.path.startswith("/"):
-            self._hub(
-                "error",
-                "invalid_path",
-                loc,
-                f"Path {o.path!r} does not start with '/'.",
-                "Write the path key as /resource/...",
-            )
+            self._report("invalid_path", loc, value=o.path)
         if not _js_trim(_utf16_slice(description, _MAX_DESCRIPTION)):
-            self._hub(
-                "error",
-                "invalid_description",
-                loc,
-                "The composed tool description (summary, else description, else scope, plus "
-                "guidance, cut to 500 UTF-16 units) is blank.",
-                "Write a one-sentence summary of what the tool does.",
-            )
+            self._report("invalid_description", loc)
         if ann.rate_per_min is not None and not math.isfinite(ann.rate_per_min):
-            self._hub(
-                "error",
-                "invalid_rate_limit",
-                loc,
-                "execution.rate_limit.count is so large that the per-minute limit overflows.",
-                "Use a realistic count.",
-            )
+            self._report("invalid_rate_limit", loc)
         timeout = ann.timeout_raw if ann.timeout_present else 0
         if not _is_integer(timeout) or not 0 <= float(timeout) <= 600_000:  # type: ignore[arg-type]
-            self._hub(
-                "error",
-                "invalid_timeout",
-                loc,
-                f"execution.timeout_ms {_label(timeout)} is not an integer between 0 and "
-                "600000.",
-                "Use whole milliseconds from 1 to 600000 (0 inherits the source's timeout).",
-            )
+            self._report("invalid_timeout", loc, value=_label(timeout))
         if any(not _js_trim(item) for item in ann.context):
-            self._hub(
-                "error",
-                "invalid_context",
-                loc,
-                "guidance.context contains a whitespace-only entry.",
-                "Remove blank entries from guidance.context.",
-            )
+            self._report("invalid_context", loc)
         if required:
             if any(not isinstance(k, str) for k in required):
                 bad = next(k for k in required if not isinstance(k, str))
-                self._hub(
-                    "error",
-                    "invalid_input_schema_required",
-                    loc,
-                    f"The required list contains a non-string ({_describe(bad)}); names in "
-                    "required (and parameter names that are required or in: path) must be "
-                    "strings.",
-                    "List property names as strings.",
-                )
+                self._report("invalid_input_schema_required", loc, value=_describe(bad))
             else:
                 for key in required:
                     assert isinstance(key, str)
                     if key not in props:
-                        self._hub(
-                            "error",
-                            "required_param_missing_schema",
-                            loc,
-                            f"Required argument {key!r} is not among the declared "
-                            "properties/parameters.",
-                            "Declare a schema for every required name, or remove it from "
-                            "required.",
-                        )
+                        self._report("required_param_missing_schema", loc, name=key)
         input_schema = {"type": "object", "properties": props}
         for index, cond in enumerate(conditions):
             self._check_condition(loc, index, cond, input_schema)
         placeholders = _PLACEHOLDER_RE.findall(o.path)
         for key in placeholders:
             if param_in.get(key) != "path":
-                self._hub(
-                    "error",
-                    "path_param_missing",
-                    loc,
-                    f"Path placeholder {{{key}}} is not declared as an in: path parameter of "
-                    "this operation (path-level and $ref parameters are not read).",
-                    f"Add {{\"name\": \"{key}\", \"in\": \"path\", \"required\": true, "
-                    "\"schema\": {...}} to the operation's parameters.",
-                )
+                self._report("path_param_missing", loc, name=key)
         for key in js_property_order(param_in):
             if param_in[key] == "path" and key not in placeholders:
-                self._hub(
-                    "warning",
-                    "path_param_not_in_path",
-                    loc,
-                    f"Parameter {key!r} is in: path but the path has no {{{key}}} placeholder.",
-                    "Fix the placeholder or declare the parameter in query/header/body.",
-                )
+                self._report("path_param_not_in_path", loc, name=key)
 
     def _check_condition(
         self, loc: str, index: int, cond: _Condition, input_schema: dict[str, Any]
@@ -644,24 +450,11 @@ class _Compiler:
         where = f"approval.when[{index}]"
         schema = _schema_at(input_schema, cond.param)
         if schema is None:
-            self._hub(
-                "error",
-                "confirm_when_param_missing_schema",
-                loc,
-                f"{where}.param {cond.param!r} does not resolve to a declared argument "
-                "(dot paths follow nested properties).",
-                "Point param at a declared parameter or body property.",
-            )
+            self._report("confirm_when_param_missing_schema", loc, where=where, param=cond.param)
             return
         types = _schema_types(schema)
         if not types:
-            self._hub(
-                "error",
-                "confirm_when_param_untyped",
-                loc,
-                f"{where}.param {cond.param!r} has no JSON Schema type to compare against.",
-                "Give the argument an explicit type.",
-            )
+            self._report("confirm_when_param_untyped", loc, where=where, param=cond.param)
             return
         op, value = cond.op, cond.value
         if op == "exists":
@@ -671,53 +464,27 @@ class _Compiler:
             if not ({"number", "integer"} & set(types)) or not _matches_type(
                 value, {"type": numeric}
             ):
-                self._hub(
-                    "error",
+                self._report(
                     "confirm_when_numeric_type",
                     loc,
-                    f"{where} uses {op} but the argument is not number/integer or the value "
-                    f"({_describe(value)}) is not a finite {numeric}.",
-                    "Declare the argument as number or integer and use a JSON number value.",
+                    where=where, op=op, value=_describe(value), numeric=numeric,
                 )
             return
         if op == "in":
             if not isinstance(value, list) or not all(_matches_type(v, schema) for v in value):
-                self._hub(
-                    "error",
-                    "confirm_when_in_type",
-                    loc,
-                    f"{where} uses in, but the value is not an array of {'/'.join(types)} "
-                    "values.",
-                    'E.g. ["pending", "blocked"] for a string argument, [1, 2] for a number.',
-                )
+                self._report("confirm_when_in_type", loc, where=where, types="/".join(types))
             return
         if op == "contains":
             if "string" in types and not isinstance(value, str):
-                self._hub(
-                    "error",
-                    "confirm_when_contains_type",
-                    loc,
-                    f"{where} uses contains on a string argument, so the value must be a "
-                    "string.",
-                    'E.g. {"param": "reason", "op": "contains", "value": "refund"}',
-                )
+                self._report("confirm_when_contains_type", loc, where=where)
             elif "string" not in types and "array" not in types:
-                self._hub(
-                    "error",
-                    "confirm_when_contains_type",
-                    loc,
-                    f"{where} uses contains, which needs a string or array argument.",
-                    "Use == or in, or declare the argument as string or array.",
-                )
+                self._report("confirm_when_contains_type", loc, "argument", where=where)
             return
         if not _matches_type(value, schema):
-            self._hub(
-                "error",
+            self._report(
                 "confirm_when_value_type",
                 loc,
-                f"{where} compares with {_describe(value)}, which does not have the "
-                f"argument's type ({'/'.join(types)}); the hub never coerces.",
-                "Use a value of the same JSON type as the argument.",
+                where=where, value=_describe(value), types="/".join(types),
             )
 
 
@@ -741,14 +508,7 @@ def _schema_at(input_schema: dict[str, Any], dotted: str) -> dict[str, Any] | No
 
 
 def _too_deep() -> Finding:
-    return Finding(
-        "error",
-        "document_too_deep",
-        "-",
-        "The catalog is nested too deeply to be linted here (the hub itself may accept it).",
-        "Flatten the schemas.",
-        "bailing",
-    )
+    return finding("document_too_deep", "-")
 
 
 def _prepare(document: object) -> tuple[dict[str, Any] | None, Finding | None]:
@@ -765,14 +525,7 @@ def _prepare(document: object) -> tuple[dict[str, Any] | None, Finding | None]:
         if isinstance(doc, dict):
             return doc, None
         reason = f"its root is {_describe(doc)}, not an object"
-    return None, Finding(
-        "error",
-        "invalid_spec",
-        "-",
-        f"The catalog is not a usable OpenAPI document: {reason}. The hub compiles no tools.",
-        "Serve an OpenAPI 3.x JSON object.",
-        "hub",
-    )
+    return None, finding("invalid_spec", "-", reason=reason)
 
 
 def _compile(doc: dict[str, Any]) -> _Compiler:

@@ -1,0 +1,90 @@
+"""The finding codes live in one table, and every finding is made from it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bailing_flask.lint import lint_document
+from bailing_flask.lint.codes import CODES, HUB_COMMIT, Finding, finding
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bailing_flask"
+#: a call that makes a finding: finding(...), self._report(...), self.add(...), _HubCrash(...)
+_SITE = re.compile(r"""(?:\bfinding|\._report|\.add|_HubCrash)\(\s*f?"([a-z0-9_{}]+)"(?:,\s*([^,()]+))?(?:,\s*"([a-z]+)")?""")
+
+
+def _sites() -> list[tuple[str, str | None]]:
+    """(code pattern, variant) of every place in the package that makes a finding."""
+    found: list[tuple[str, str | None]] = []
+    for path in PACKAGE.rglob("*.py"):
+        for match in _SITE.finditer(path.read_text(encoding="utf-8")):
+            found.append((match.group(1), match.group(3)))
+    return found
+
+
+def _codes_of(pattern: str) -> list[str]:
+    regex = re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", "[a-z_]+", re.escape(pattern)) + "$")
+    return [code for code in CODES if regex.match(code)]
+
+
+def test_every_code_the_package_reports_is_in_the_table() -> None:
+    sites = _sites()
+    assert len(sites) > 80
+    for pattern, variant in sites:
+        codes = _codes_of(pattern)
+        assert codes, f"{pattern} is reported but not in bailing_flask.lint.codes.CODES"
+        if variant is not None:
+            for code in codes:
+                assert variant in CODES[code].variants, (code, variant)
+
+
+def test_every_code_and_variant_in_the_table_is_reported_somewhere() -> None:
+    used = {code for pattern, _ in _sites() for code in _codes_of(pattern)}
+    assert sorted(set(CODES) - used) == []
+    variants = {(code, variant) for pattern, variant in _sites() for code in _codes_of(pattern)}
+    for entry in CODES.values():
+        for name in entry.variants:
+            assert (entry.code, name) in variants, (entry.code, name)
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_every_text_formats_with_its_own_fields(code: str) -> None:
+    entry = CODES[code]
+    for variant, text in entry.texts():
+        fields = {name: f"<{name}>" for name in text.fields()}
+        made = finding(code, "GET /x", variant, **fields)
+        assert made == Finding(entry.severity, code, "GET /x", made.message, made.suggestion, entry.source)
+        assert made.message
+        if text.fix is None:
+            assert made.suggestion is None
+
+
+def test_the_table_says_what_each_code_mirrors() -> None:
+    assert re.fullmatch(r"[0-9a-f]{40}", HUB_COMMIT)
+    for entry in CODES.values():
+        if entry.source == "hub":
+            assert entry.mirrors is not None, f"{entry.code}: a hub diagnostic names the hub function"
+        if entry.mirrors is not None:
+            assert re.fullmatch(r"src/[a-z/-]+\.ts", entry.mirrors.file), entry.mirrors
+            assert re.fullmatch(r"[A-Za-z]+", entry.mirrors.function), entry.mirrors
+        assert entry.severity in ("error", "warning", "info")
+        assert entry.stages and set(entry.stages) <= {"lint", "registry"}
+
+
+def test_texts_stand_alone() -> None:
+    for entry in CODES.values():
+        for _, text in entry.texts():
+            for part in (text.message, text.fix or ""):
+                assert "CONTRACT" not in part and "DESIGN" not in part and "\u00a7" not in part
+                assert not re.search(r"\bT\d+\b", part), (entry.code, part)
+
+
+def test_a_finding_is_built_from_the_table() -> None:
+    [only] = [f for f in lint_document({"openapi": "3.0.3", "paths": []}) if f.code == "no_tools"]
+    entry = CODES["no_tools"]
+    assert (only.severity, only.source) == (entry.severity, entry.source)
+    assert only.message == entry.text.message
+    assert only.suggestion == "Mark operations with x-agent-capability: {enabled: true, scope: ...} " \
+        "and fix the errors reported."
