@@ -1,10 +1,11 @@
 """Lint a tool catalog the way BailingHub compiles it, plus what the hub leaves unsaid.
 
-The hub turns our OpenAPI document into tools with its own compiler
-(``CONTRACT.md`` §6). It drops operations with diagnostics that only show up
-in the hub's console, ignores other mistakes without a word, and a handful of
-inputs make it throw so that *no* tool of the source is available. We cannot
-run that compiler from Python, so this module re-derives what it would say:
+The hub turns our OpenAPI document into tools with its own compiler (its
+``compileOpenApiTools``). It drops operations with diagnostics that only show
+up in the hub's console, ignores other mistakes without a word, and a handful
+of inputs make it throw so that *no* tool of the source is available. We
+cannot run that compiler from Python, so this package re-derives what it would
+say (``bailing_flask.lint.compiler``):
 the same codes, severities and order, the same early exits (the first failing
 step decides), evaluated with JavaScript semantics (``=== true``, ``{}`` is
 truthy, ``String()`` of arrays, ``?? ""``, lengths in UTF-16 code units).
@@ -17,6 +18,9 @@ those carry ``source="bailing"``.
 
 Everything works on an already parsed JSON value and never raises: a catalog
 is input we do not fully control, and the doctor must be able to lint garbage.
+
+Every finding code, with its severity, message and the hub function it
+mirrors, is listed in :data:`bailing_flask.lint.codes.CODES`.
 """
 
 from __future__ import annotations

@@ -304,7 +304,10 @@ class _Props:
 
 
 def _unique(values: list[object]) -> list[object]:
-    """``[...new Set(values)]``: SameValueZero, objects by identity."""
+    """``[...new Set(values)]``: SameValueZero, objects by identity.
+
+    The hub de-duplicates the required names this way in ``compileOpenApiTools``.
+    """
     seen: set[object] = set()
     out: list[object] = []
     for value in values:

@@ -4,6 +4,27 @@ The hub compiles our OpenAPI document into tools step by step; the first
 failing step of an operation decides, and its diagnostics only show up in the
 hub's console. This module re-derives them from an already normalized JSON
 value (see :mod:`._js`), with the same codes, severities and order.
+
+Each step names the hub function it mirrors. They live in three files of the
+hub's source, and were checked against hub commit
+``c6f1d24911fc47df79bb144b6d8b7ac93b381008``
+(:data:`~bailing_flask.lint.codes.HUB_COMMIT`):
+
+``src/core/contracts/openapi-tools.ts``
+    ``parseOpenApiSpec`` (:func:`_prepare`), ``compileOpenApiTools``
+    (:class:`_Compiler`: :meth:`~_Compiler.run` and the steps of
+    :meth:`~_Compiler._operation`), ``parseConfirmWhen``
+    (:meth:`~_Compiler._confirm_when`);
+``src/core/contracts/tool-annotations.ts``
+    ``toolAnnotationsOf`` with ``parseRateLimit`` and ``rateLimitToPerMin``
+    (:func:`_read_capability`);
+``src/core/contracts/tool-definition.ts``
+    ``validateToolDefinition`` (:meth:`~_Compiler._validate`,
+    :meth:`~_Compiler._check_condition`), ``schemaTypes``,
+    ``valueMatchesSchemaType`` and ``schemaAtPath``.
+
+Nothing of the hub's code is copied: the behaviour is re-derived and pinned
+by the tests.
 """
 
 from __future__ import annotations
@@ -71,6 +92,7 @@ _MAX_NAME = 64
 
 
 def _schema_types(schema: Mapping[str, Any]) -> list[str]:
+    """The declared JSON types of a schema (``schemaTypes``, tool-definition.ts)."""
     raw = schema.get("type")
     if isinstance(raw, list):
         return [item for item in raw if isinstance(item, str)]
@@ -78,7 +100,10 @@ def _schema_types(schema: Mapping[str, Any]) -> list[str]:
 
 
 def _matches_type(value: object, schema: Mapping[str, Any]) -> bool:
-    """The hub's JSON-type check for approval values (no enum/format checks)."""
+    """The hub's JSON-type check for approval values (no enum/format checks).
+
+    Mirrors ``valueMatchesSchemaType`` in ``src/core/contracts/tool-definition.ts``.
+    """
     types = _schema_types(schema)
     if not types:
         return True
@@ -96,6 +121,7 @@ def _matches_type(value: object, schema: Mapping[str, Any]) -> bool:
 
 
 def _slug(method: str, path: str) -> str:
+    """The tool name ``compileOpenApiTools`` derives from method and path without an operationId."""
     return _SLUG_EDGE_RE.sub("", _SLUG_RUN_RE.sub("_", f"{method}_{path}"))
 
 
@@ -120,7 +146,11 @@ class _Capability:
 
 def _read_capability(cap: dict[str, Any]) -> _Capability:
     """Mirror the hub's annotation reader; it runs even for disabled operations,
-    so a ``String()`` that throws here breaks the compile regardless of ``enabled``."""
+    so a ``String()`` that throws here breaks the compile regardless of ``enabled``.
+
+    Mirrors ``toolAnnotationsOf`` (with ``parseRateLimit`` and
+    ``rateLimitToPerMin``) in ``src/core/contracts/tool-annotations.ts``.
+    """
     execution = _record(cap.get("execution")) or {}
     guidance = _record(cap.get("guidance")) or {}
     approval = _record(cap.get("approval")) or {}
@@ -195,11 +225,28 @@ class _Operation:
     tool: CompiledTool | None = None
 
 
+@dataclass
+class _Arguments:
+    """The arguments the hub's compiler collects for one operation."""
+
+    #: the ``props`` object of the input schema (JS semantics for ``__proto__``)
+    props: _Props = field(default_factory=_Props)
+    #: argument name -> location
+    param_in: dict[str, str] = field(default_factory=dict)
+    #: required names as collected (possibly non-strings, possibly repeated)
+    required: list[object] = field(default_factory=list)
+    #: the ``application/json`` body schema, if it is an object
+    body_schema: dict[str, Any] | None = None
+
+
 _Hook = Callable[[_Operation, object], None]
 
 
 class _Compiler:
-    """Walks a normalized document exactly like the hub's OpenAPI compiler."""
+    """Walks a normalized document exactly like the hub's OpenAPI compiler.
+
+    Mirrors ``compileOpenApiTools`` in ``src/core/contracts/openapi-tools.ts``.
+    """
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
@@ -211,7 +258,10 @@ class _Compiler:
 
     # walk --------------------------------------------------------------------------
     def run(self, doc: dict[str, Any], hook: _Hook | None = None) -> None:
-        """Compile every operation; ``hook(operation, path_item)`` sees each one."""
+        """Compile every operation; ``hook(operation, path_item)`` sees each one.
+
+        The two loops of ``compileOpenApiTools`` over ``paths`` and their methods.
+        """
         paths = _or(doc.get("paths"), {})
         for path, item in _entries(paths):
             if item is None:
@@ -231,32 +281,66 @@ class _Compiler:
                     hook(operation, item)
 
     def _operation(self, o: _Operation) -> None:
-        op, loc, m = o.op, o.loc, o.method.upper()
+        """One operation, in the order of the hub's compile loop (``compileOpenApiTools``).
+
+        Each step returns ``None`` (or reports an error) where the hub's loop
+        moves on to the next operation.
+        """
+        ann = self._annotations(o)
+        if ann is None:
+            return
+        args = self._arguments(o)
+        if args is None:
+            return
+        m = o.method.upper()
+        if m != "GET" and not args.props.own and _dig(args.body_schema, "type") != "object":
+            self._report("write_without_schema", o.loc, method=m)
+            return
+        description = self._description(o, ann)
+        conditions = self._confirm_when(ann.approval_when, o.loc)
+        if conditions is None:
+            return
+        self._tool(o, ann, args, description, conditions)
+
+    def _annotations(self, o: _Operation) -> _Capability | None:
+        """The capability gate of ``compileOpenApiTools``: enabled, not deprecated,
+        a scope, a numeric timeout. ``None``: the operation is not a tool."""
+        op, loc = o.op, o.loc
         raw_cap = op.get(_CAP)
         cap = _record(raw_cap)
         ann = _read_capability(cap) if cap is not None else None
         if _CAP in op and cap is None:
             self._report("invalid_agent_capability", loc, value=_describe(raw_cap))
-            return
+            return None
         if ann is None or not ann.enabled:
-            return
+            return None
         o.cap = cap
         if op.get("deprecated") is True:
             o.status = "deprecated"
             self._report("deprecated", loc)
-            return
+            return None
         o.status = "dropped"
-        scope = ann.scope
-        if not scope:
+        if not ann.scope:
             self._report("missing_scope", loc)
-            return
+            return None
         if ann.timeout_present and not _is_number(ann.timeout_raw):
             self._report("invalid_timeout_type", loc, value=_describe(ann.timeout_raw))
-            return
+            return None
+        return ann
 
-        props = _Props()
-        param_in: dict[str, str] = {}
-        required: list[object] = []
+    def _arguments(self, o: _Operation) -> _Arguments | None:
+        """The arguments ``compileOpenApiTools`` collects: inline parameters, then the
+        properties of the ``application/json`` body. ``None``: an unsupported location."""
+        args = _Arguments()
+        if self._parameters(o, args):
+            return None
+        self._body(o, args)
+        return args
+
+    def _parameters(self, o: _Operation, args: _Arguments) -> bool:
+        """The ``parameters`` loop of ``compileOpenApiTools``; True if a location is unsupported."""
+        op, loc = o.op, o.loc
+        props, param_in, required = args.props, args.param_in, args.required
         unsupported = False
         raw_params = _or(op.get("parameters"), [])
         if not isinstance(raw_params, (list, str)):
@@ -289,31 +373,33 @@ class _Compiler:
                 required.append(prm["name"])
             if not _truthy(prm.get("description")) and not _truthy(schema_description):
                 self._report("param_missing_description", loc, name=name)
-        if unsupported:
-            return
+        return unsupported
 
-        body = _dig(op, "requestBody", "content", "application/json", "schema")
-        body_schema = _record(body)
+    def _body(self, o: _Operation, args: _Arguments) -> None:
+        """The request body step of ``compileOpenApiTools``: its properties become arguments."""
+        body = _dig(o.op, "requestBody", "content", "application/json", "schema")
+        body_schema = args.body_schema = _record(body)
         if body_schema is not None and _truthy(body_schema.get("properties")):
             for key, value in _entries(body_schema["properties"]):
-                props[key] = value
+                args.props[key] = value
                 if key != "__proto__":
-                    param_in[key] = "body"
+                    args.param_in[key] = "body"
                 if not _truthy(_dig(value, "description")):
-                    self._report("param_missing_description", loc, "body", name=key)
+                    self._report("param_missing_description", o.loc, "body", name=key)
             body_required = _or(body_schema.get("required"), [])
             if isinstance(body_required, str):
-                required.extend(body_required)  # iterated by code point, like for...of
+                args.required.extend(body_required)  # iterated by code point, like for...of
             elif isinstance(body_required, list):
-                required.extend(body_required)
+                args.required.extend(body_required)
             else:
                 raise _HubCrash("crash_body_required_not_iterable", value=_describe(body_required))
-        if m != "GET" and not props.own and _dig(body_schema, "type") != "object":
-            self._report("write_without_schema", loc, method=m)
-            return
 
+    def _description(self, o: _Operation, ann: _Capability) -> str:
+        """The tool description ``compileOpenApiTools`` composes (summary, guidance, example)."""
+        op, loc = o.op, o.loc
         summary, op_description = op.get("summary"), op.get("description")
-        description = _js_string(_or(summary, _or(op_description, scope)), "summary/description")
+        composed = _or(summary, _or(op_description, ann.scope))
+        description = _js_string(composed, "summary/description")
         if not _truthy(summary) and not _truthy(op_description):
             self._report("missing_summary", loc)
         if not _truthy(op.get("operationId")):
@@ -326,12 +412,19 @@ class _Compiler:
         if _truthy(example) and isinstance(example, (dict, list)):
             description += "\u3002\u793a\u4f8b\u53c2\u6570\uff1a" + json_stringify(example)
         o.description = description
+        return description
 
-        conditions = self._confirm_when(ann.approval_when, loc)
-        if conditions is None:
-            return
-
-        op_id = op.get("operationId")
+    def _tool(
+        self,
+        o: _Operation,
+        ann: _Capability,
+        args: _Arguments,
+        description: str,
+        conditions: list[_Condition],
+    ) -> None:
+        """The ToolDefinition ``compileOpenApiTools`` builds, kept if it validates."""
+        m = o.method.upper()
+        op_id = o.op.get("operationId")
         if op_id is not None:
             raw_name = _js_string(op_id, "operationId")
         else:
@@ -339,12 +432,14 @@ class _Compiler:
         name = _utf16_slice(raw_name, _MAX_NAME)
         o.raw_name, o.name = raw_name, name
         readonly = m == "GET" or ann.readonly
-        # An unknown risk level falls back silently; only its conversion can fail.
+        # An unknown risk level falls back silently (deriveRisk); only its conversion can fail.
         _js_string(_or(ann.risk_level, ""), "risk.level")
-        unique_required = _unique(required)
+        unique_required = _unique(args.required)
 
         before = len(self.findings)
-        self._validate(o, m, name, description, ann, props, param_in, unique_required, conditions)
+        self._validate(
+            o, m, name, description, ann, args.props, args.param_in, unique_required, conditions
+        )
         if any(f.severity == "error" for f in self.findings[before:]):
             return
         o.status = "kept"
@@ -352,15 +447,18 @@ class _Compiler:
             name=name,
             method=m,
             path=o.path,
-            scope=scope,
+            scope=ann.scope,
             requires_subject=ann.requires_subject,
             readonly=readonly,
             required=tuple(k for k in unique_required if isinstance(k, str)),
-            param_in={k: param_in[k] for k in js_property_order(param_in)},
+            param_in={k: args.param_in[k] for k in js_property_order(args.param_in)},
         )
 
     def _confirm_when(self, raw: object, loc: str) -> list[_Condition] | None:
-        """Parse approval.when; None means the operation is dropped."""
+        """Parse approval.when; None means the operation is dropped.
+
+        Mirrors ``parseConfirmWhen`` in ``src/core/contracts/openapi-tools.ts``.
+        """
         if raw is None or raw is False:
             return []
         if not isinstance(raw, list):
@@ -407,7 +505,10 @@ class _Compiler:
         required: list[object],
         conditions: list[_Condition],
     ) -> None:
-        """The hub's ToolDefinition validation, restricted to checks OpenAPI input can fail."""
+        """The hub's ToolDefinition validation, restricted to checks OpenAPI input can fail.
+
+        Mirrors ``validateToolDefinition`` in ``src/core/contracts/tool-definition.ts``.
+        """
         loc = o.loc
         if not _NAME_RE.fullmatch(name):
             self._report("invalid_name", loc, name=name)
@@ -447,6 +548,7 @@ class _Compiler:
     def _check_condition(
         self, loc: str, index: int, cond: _Condition, input_schema: dict[str, Any]
     ) -> None:
+        """The checks ``validateToolDefinition`` makes of one approval condition."""
         where = f"approval.when[{index}]"
         schema = _schema_at(input_schema, cond.param)
         if schema is None:
@@ -491,7 +593,8 @@ class _Compiler:
 def _schema_at(input_schema: dict[str, Any], dotted: str) -> dict[str, Any] | None:
     """Resolve an approval ``param`` dot path through nested ``properties``.
 
-    Every step is a JS property read, inherited properties included.
+    Every step is a JS property read, inherited properties included. Mirrors
+    ``schemaAtPath`` in ``src/core/contracts/tool-definition.ts``.
     """
     current: object = input_schema
     for part in (p for p in dotted.split(".") if p):
@@ -512,7 +615,11 @@ def _too_deep() -> Finding:
 
 
 def _prepare(document: object) -> tuple[dict[str, Any] | None, Finding | None]:
-    """Normalize ``document``; on failure return the finding that explains why."""
+    """Normalize ``document``; on failure return the finding that explains why.
+
+    Stands in for ``parseOpenApiSpec`` (``src/core/contracts/openapi-tools.ts``):
+    the document is read as ``JSON.parse`` would have produced it.
+    """
     try:
         doc = _normalize(document, set())
     except RecursionError:

@@ -2,7 +2,8 @@
 
 Unverifiable paths, unsigned header parameters, colliding tool names, values
 that lose precision, probe targets that cannot work, schema limits the
-compiler does not enforce.
+compiler does not enforce. Where a hazard predicts what a hub function will do
+with the input, :data:`~bailing_flask.lint.codes.CODES` names that function.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def _url_problems(template: str) -> tuple[list[str], list[str]]:
     """(errors, warnings) for a path template the WHATWG URL parser would alter.
 
     The hub signs the template as written but sends what ``new URL()`` makes of
-    it, so any rewrite makes the call unverifiable (``CONTRACT.md`` §3.6, T4).
+    it, so any rewrite makes the call unverifiable: the path the app verifies is
+    not the one the hub signed.
     """
     errors: list[str] = []
     warnings: list[str] = []

@@ -1,4 +1,9 @@
-"""Where the hub sends its authorization probe, read from a catalog."""
+"""Where the hub sends its authorization probe, read from a catalog.
+
+Mirrors ``dedicatedAuthzProbeTarget`` and ``pickProbeTarget`` in the hub's
+``src/app/tool-specs.ts`` (checked against hub commit
+``c6f1d24911fc47df79bb144b6d8b7ac93b381008``).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,12 @@ from .compiler import _MAX_NAME, _prepare, _slug, compile_tools
 
 @dataclass(frozen=True)
 class ProbeTarget:
-    """Where the hub sends its authorization probe (``CONTRACT.md`` §5.2)."""
+    """Where the hub sends its authorization probe after each catalog refresh.
+
+    ``mode="dedicated"``: an endpoint the catalog declares with
+    ``x-bailing-authz-probe``; ``mode="tool"``: a GET tool without required
+    arguments, which the hub calls as a synthetic subject.
+    """
 
     mode: Literal["dedicated", "tool"]
     method: str
@@ -36,7 +46,14 @@ def _valid_root_probe(root: object) -> bool:
 
 
 def authz_probe_target(document: object) -> ProbeTarget | None:
-    """The request the hub's authorization probe would make (``CONTRACT.md`` §5.2)."""
+    """The request the hub's authorization probe would make.
+
+    A dedicated target first (the root ``x-bailing-authz-probe`` object, else
+    the first operation flagged ``x-bailing-authz-probe: true``), as
+    ``dedicatedAuthzProbeTarget`` does; else the first subject-bound GET tool
+    without required arguments, else the first such GET tool, as
+    ``pickProbeTarget`` does. ``None``: the hub skips the probe.
+    """
     doc, _ = _prepare(document)
     if doc is None:
         return None
