@@ -7,7 +7,7 @@ import uuid
 from .._jsenc import js_trim as _js_trim
 from ..lint import CompiledTool, ProbeTarget, authz_probe_target, compile_tools
 from ..signing import sign_tool_call
-from .classify import _SIGNATURE_REASONS, _boolean_decision, _cache_hits, _reason_of, _server_time
+from .classify import _SIGNATURE_REASONS, _cache_hits, _classify_probe, _reason_of, _server_time
 from .constants import CLOCK_TOLERANCE, PROBE_BODY, PROBE_SUBJECT, WINDOW_SECONDS, ZERO_SIGNATURE, _T8
 from .diagnose import _Diagnosis
 from .report import Check, ProbeOutcome
@@ -71,7 +71,7 @@ class _CallChecks(_Diagnosis):
         redirected = [ex for ex in chain if ex.redirect]
         tool = self._tool(target.name) if target.mode == "tool" else None
         requires_subject = True if target.mode == "dedicated" else bool(tool and tool.requires_subject)
-        outcome = self._classify_probe(target, final, requires_subject)
+        outcome = _classify_probe(target, final, requires_subject)
         self.state.probe = outcome
         where = f"{target.method} {target.path}" + (
             f" (tool {target.name})" if target.mode == "tool" else " (dedicated endpoint)")
@@ -127,31 +127,6 @@ class _CallChecks(_Diagnosis):
             self.skip("authz_probe.verifies", "the probe target is not reachable (see authz_probe)")
             return
         self._probe_verifies(target, timeout)
-
-    def _classify_probe(self, target: ProbeTarget, final: _Exchange, requires_subject: bool) -> ProbeOutcome:
-        mode = target.mode
-        base = {"mode": mode, "tool": target.name, "requires_subject": requires_subject}
-        if final.status is None:
-            return ProbeOutcome("inconclusive", reason=f"probe request failed: {final.error}", **base)  # type: ignore[arg-type]
-        http = final.status
-        if http in (401, 403):
-            return ProbeOutcome("pass", http, reason=f"HTTP {http}: the synthetic subject was refused", **base)  # type: ignore[arg-type]
-        if 200 <= http < 300:
-            if mode == "dedicated":
-                decision = _boolean_decision(final.text)
-                if decision is False:
-                    return ProbeOutcome("pass", http, reason="the endpoint answered authorized=false", **base)  # type: ignore[arg-type]
-                if decision is True:
-                    return ProbeOutcome("suspect", http, reason="the endpoint answered 'authorized' (a true "
-                                        "authorized/allow/allowed/ok) for the synthetic subject", **base)  # type: ignore[arg-type]
-                return ProbeOutcome("inconclusive", http, reason="2xx without a top-level boolean "
-                                    "authorized/allow/allowed/ok", **base)  # type: ignore[arg-type]
-            if requires_subject:
-                return ProbeOutcome("suspect", http, reason=f"tool {target.name} declares subject.required "
-                                    f"but answered {http} to the synthetic subject", **base)  # type: ignore[arg-type]
-            return ProbeOutcome("inconclusive", http, reason=f"tool {target.name} answered {http} and does "
-                                "not declare subject.required (public read or missing authorization?)", **base)  # type: ignore[arg-type]
-        return ProbeOutcome("inconclusive", http, reason=f"HTTP {http} is neither a refusal nor a 2xx", **base)  # type: ignore[arg-type]
 
     def _probe_verifies(self, target: ProbeTarget, timeout: float) -> None:
         url, headers, body = self._probe_request(target, signature=ZERO_SIGNATURE)

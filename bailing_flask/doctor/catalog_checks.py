@@ -10,7 +10,14 @@ from urllib.parse import urljoin
 from .._jsenc import js_trim as _js_trim
 from ..lint import compile_tools, lint_document
 from ..signing import sign_tool_call
-from .classify import _PROTECTED_NEGATIVE, _cache_hits, _cache_layers, _json, _reason_of
+from .classify import (
+    _PROTECTED_NEGATIVE,
+    _cache_hits,
+    _cache_layers,
+    _json,
+    _negative_access,
+    _primary_access,
+)
 from .constants import SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, ZERO_SIGNATURE, _T8
 from .diagnose import _Diagnosis, _unique
 from .report import CatalogAccess, Check, CheckStatus
@@ -23,24 +30,57 @@ class _CatalogChecks(_Diagnosis):
     # -- 1. catalog access ---------------------------------------------------------------------
 
     def catalog_access(self) -> _Exchange | None:
+        """Fetch the catalog as the hub does and classify who can read it, like the hub.
+
+        Returns the response whose body the later checks read (``None``: none).
+        """
+        ts = self.now()
+        primary = self._fetch_catalog(ts)
+        access = _primary_access(self.policy, primary)
+        if access is not None:
+            self.state.access = access
+            return self._primary_decides(primary, access)
+        unsigned, invalid = self._negative_probes(ts)
+        self.state.access = access = _negative_access(primary, unsigned, invalid)
+        evidence = (f"signed {primary.status}, unsigned {_short(unsigned)}, "
+                    f"bad signature {_short(invalid)}")
+        if access.status == "public":
+            self._readable_without_signature(primary, unsigned, invalid, evidence)
+        elif access.status == "protected":
+            self.add(Check("catalog.access", "pass", f"protected: {evidence}"))
+        else:
+            self._negatives_inconclusive(unsigned, invalid, evidence)
+        return primary
+
+    def _fetch_catalog(self, ts: str) -> _Exchange:
+        """The hub's own fetch: signed, unless the policy is ``public_allowed``."""
         url = self.catalog.href
         signed_path = self.catalog.target
-        ts = self.now()
         if self.policy == "public_allowed":
-            primary = self.http.send("catalog_primary_unsigned", "GET", url, {}, limit=SPEC_MAX_BYTES)
-        else:
-            headers = {
-                "x-bailing-timestamp": ts,
-                "x-bailing-signature": sign_tool_call(self.secret, ts, "GET", signed_path),
-            }
-            primary = self.http.send("catalog_signed", "GET", url, headers, limit=SPEC_MAX_BYTES)
-        primary_field = "unsigned_http" if self.policy == "public_allowed" else "signed_http"
+            return self.http.send("catalog_primary_unsigned", "GET", url, {}, limit=SPEC_MAX_BYTES)
+        headers = {
+            "x-bailing-timestamp": ts,
+            "x-bailing-signature": sign_tool_call(self.secret, ts, "GET", signed_path),
+        }
+        return self.http.send("catalog_signed", "GET", url, headers, limit=SPEC_MAX_BYTES)
 
-        def access(status: str, reason: str, **fields: Any) -> CatalogAccess:
-            return CatalogAccess(status, reason=reason, **fields)  # type: ignore[arg-type]
+    def _negative_probes(self, ts: str) -> tuple[_Exchange, _Exchange]:
+        """The two concurrent negative probes: unsigned, and a bad signature."""
+        url = self.catalog.href
+        invalid_headers = {"x-bailing-timestamp": ts, "x-bailing-signature": ZERO_SIGNATURE}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            unsigned_future = pool.submit(self.http.send, "catalog_unsigned", "GET", url, {},
+                                          limit=SPEC_MAX_BYTES)
+            invalid_future = pool.submit(self.http.send, "catalog_bad_signature", "GET", url,
+                                         invalid_headers, limit=SPEC_MAX_BYTES)
+            unsigned, invalid = unsigned_future.result(), invalid_future.result()
+        self.negatives = (unsigned, invalid)
+        return unsigned, invalid
 
+    def _primary_decides(self, primary: _Exchange, access: CatalogAccess) -> _Exchange | None:
+        """Report a verdict the hub reached on its own fetch alone."""
+        url = self.catalog.href
         if primary.status is None:
-            self.state.access = access("inconclusive", f"network error: {primary.error}")
             self.add(Check(
                 "catalog.access", "fail",
                 f"inconclusive: the catalog fetch failed ({primary.error}); the hub keeps its old catalog",
@@ -50,16 +90,8 @@ class _CatalogChecks(_Diagnosis):
             ))
             return None
         if not primary.ok:
-            reason_code = _reason_of(primary)
-            note = " (redirects are not followed on the catalog)" if primary.redirect else ""
-            self.state.access = access(
-                "inconclusive", f"HTTP {primary.status}{note}", primary_reason=reason_code,
-                **{primary_field: primary.status},
-            )
-            return self._primary_refused(primary, reason_code)
+            return self._primary_refused(primary, access.primary_reason)
         if primary.too_big:
-            self.state.access = access("inconclusive", "the catalog is larger than 5 MiB",
-                                       **{primary_field: primary.status})
             self.add(Check(
                 "catalog.access", "fail",
                 f"inconclusive: HTTP {primary.status} but the body exceeds {SPEC_MAX_BYTES} bytes (5 MiB); "
@@ -67,60 +99,35 @@ class _CatalogChecks(_Diagnosis):
                 fix="Serve a smaller catalog (expose fewer operations, shorten schemas and descriptions).",
             ))
             return None
-        if self.policy == "public_allowed":
-            self.state.access = access("public", "the tool source allows anonymous reads",
-                                       unsigned_http=primary.status)
-            self.add(Check("catalog.access", "pass",
-                           f"public (policy public_allowed): unsigned {primary.status}",
-                           detail="Anyone can read this catalog; tool calls are still signed."))
-            return primary
+        self.add(Check("catalog.access", "pass",
+                       f"public (policy public_allowed): unsigned {primary.status}",
+                       detail="Anyone can read this catalog; tool calls are still signed."))
+        return primary
 
-        invalid_headers = {"x-bailing-timestamp": ts, "x-bailing-signature": ZERO_SIGNATURE}
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            unsigned_future = pool.submit(self.http.send, "catalog_unsigned", "GET", url, {},
-                                          limit=SPEC_MAX_BYTES)
-            invalid_future = pool.submit(self.http.send, "catalog_bad_signature", "GET", url,
-                                         invalid_headers, limit=SPEC_MAX_BYTES)
-            unsigned, invalid = unsigned_future.result(), invalid_future.result()
-        self.negatives = (unsigned, invalid)
-        fields = {"signed_http": primary.status, "unsigned_http": unsigned.status,
-                  "invalid_http": invalid.status}
-        evidence = (f"signed {primary.status}, unsigned {_short(unsigned)}, "
-                    f"bad signature {_short(invalid)}")
-        if unsigned.ok or invalid.ok:
-            readable = " and ".join(
-                name for name, ex in (("unsigned", unsigned), ("bad-signature", invalid)) if ex.ok
-            )
-            self.state.access = access("public", f"signed-only required, but {readable} requests read it",
-                                       **fields)
-            cache = self._cache_evidence(primary, unsigned, invalid)
-            if cache:
-                why = ("A cache between the hub and the app stored the signed catalog and serves it to "
-                       "anyone: " + cache)
-                fix = ("Make the cache honour Cache-Control: private, no-store (or bypass it for "
-                       f"{self.catalog.target.split('?')[0]}), purge the stored copy, and point "
-                       "spec_url at a host that reaches the origin directly (trap T5).")
-            else:
-                why = ("The origin itself serves the catalog without a valid signature (e.g. "
-                       "BAILING_PUBLIC_CATALOG is on, or the route is not behind the verification).")
-                fix = ("Serve the catalog only to signed requests (turn BAILING_PUBLIC_CATALOG off), or "
-                       "switch the tool source to the public_allowed policy if that is intended.")
-            self.add(Check(
-                "catalog.access", "fail",
-                f"public: {evidence}; under signed_required the hub refuses the refresh",
-                detail=why, fix=fix,
-            ))
-            return primary
-        if unsigned.status in _PROTECTED_NEGATIVE and invalid.status in _PROTECTED_NEGATIVE:
-            self.state.access = access("protected", "signed reads succeed; unsigned and bad-signature "
-                                       "reads are refused", **fields)
-            self.add(Check("catalog.access", "pass", f"protected: {evidence}"))
-            return primary
-        self.state.access = access(
-            "inconclusive",
-            f"cannot confirm protection: unsigned={_short(unsigned)}, bad signature={_short(invalid)}",
-            **fields,
-        )
+    def _readable_without_signature(
+        self, primary: _Exchange, unsigned: _Exchange, invalid: _Exchange, evidence: str
+    ) -> None:
+        """``public`` under ``signed_required``: say whether a cache or the origin leaks it."""
+        cache = self._cache_evidence(primary, unsigned, invalid)
+        if cache:
+            why = ("A cache between the hub and the app stored the signed catalog and serves it to "
+                   "anyone: " + cache)
+            fix = ("Make the cache honour Cache-Control: private, no-store (or bypass it for "
+                   f"{self.catalog.target.split('?')[0]}), purge the stored copy, and point "
+                   "spec_url at a host that reaches the origin directly (trap T5).")
+        else:
+            why = ("The origin itself serves the catalog without a valid signature (e.g. "
+                   "BAILING_PUBLIC_CATALOG is on, or the route is not behind the verification).")
+            fix = ("Serve the catalog only to signed requests (turn BAILING_PUBLIC_CATALOG off), or "
+                   "switch the tool source to the public_allowed policy if that is intended.")
+        self.add(Check(
+            "catalog.access", "fail",
+            f"public: {evidence}; under signed_required the hub refuses the refresh",
+            detail=why, fix=fix,
+        ))
+
+    def _negatives_inconclusive(self, unsigned: _Exchange, invalid: _Exchange, evidence: str) -> None:
+        """``inconclusive``: name what answered the negative probes instead of the app."""
         odd = [(name, ex) for name, ex in (("unsigned", unsigned), ("bad-signature", invalid))
                if ex.status not in _PROTECTED_NEGATIVE]
         causes = []
@@ -145,7 +152,6 @@ class _CatalogChecks(_Diagnosis):
             fix=(f"Exempt {self.catalog.target.split('?')[0]} from login redirects, WAF rules and rate "
                  "limits, and let the app answer unsigned or badly signed requests itself (401)."),
         ))
-        return primary
 
     def _cache_evidence(self, primary: _Exchange, unsigned: _Exchange, invalid: _Exchange) -> str:
         """Explain why a negative probe could read the catalog, if a cache did it."""

@@ -1,5 +1,15 @@
-"""Pure readings of a response: the refusal reason it carries, the hub's reading of a probe answer,
-the server's clock, and the signs of a cache."""
+"""Pure readings of responses: what the hub concludes, and what else they show.
+
+The hub's own classifications: who can read the catalog
+(:func:`_primary_access`, :func:`_negative_access`, mirroring
+``fetchProviderSpecWithPolicy``), the verdict of the authorization probe
+(:func:`_classify_probe`, :func:`_boolean_decision`, mirroring
+``classifyDedicatedAuthzProbe``, ``booleanDecision`` and
+``probeAuthorizeFor``), all in the hub's ``src/app/tool-specs.ts``, checked
+against hub commit ``c6f1d24911fc47df79bb144b6d8b7ac93b381008``. Then what the
+hub does not read: the refusal reason a body carries, the server's clock, and
+the signs of a cache. Nothing here sends a request.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +18,9 @@ import json
 from typing import Any
 
 from .._jsenc import js_trim as _js_trim
-from .transport import _Exchange
-
+from ..lint import ProbeTarget
+from .report import AccessStatus, CatalogAccess, Policy, ProbeOutcome, ProbeStatus
+from .transport import _Exchange, _short
 
 _PROTECTED_NEGATIVE = frozenset({401, 403, 404})
 _SIGNATURE_REASONS = frozenset(
@@ -130,3 +141,96 @@ def _cache_layers(exchange: _Exchange) -> list[str]:
         if value:
             found.append(f"{name}: {value}")
     return found
+
+
+def _primary_access(policy: Policy, primary: _Exchange) -> CatalogAccess | None:
+    """What the hub concludes from its own catalog fetch, if that alone decides.
+
+    A failed fetch, a non-2xx answer (redirects are not followed) or a body
+    over the limit is ``inconclusive``; under ``public_allowed`` a readable
+    catalog is ``public``. ``None``: the two negative probes decide
+    (:func:`_negative_access`). Mirrors the first half of
+    ``fetchProviderSpecWithPolicy``.
+    """
+    if primary.status is None:
+        return CatalogAccess("inconclusive", reason=f"network error: {primary.error}")
+    public = policy == "public_allowed"
+    signed_http, unsigned_http = (None, primary.status) if public else (primary.status, None)
+    if not primary.ok:
+        note = " (redirects are not followed on the catalog)" if primary.redirect else ""
+        return CatalogAccess(
+            "inconclusive", signed_http, unsigned_http, reason=f"HTTP {primary.status}{note}",
+            primary_reason=_reason_of(primary),
+        )
+    if primary.too_big:
+        return CatalogAccess(
+            "inconclusive", signed_http, unsigned_http, reason="the catalog is larger than 5 MiB"
+        )
+    if public:
+        return CatalogAccess(
+            "public", unsigned_http=primary.status, reason="the tool source allows anonymous reads"
+        )
+    return None
+
+
+def _negative_access(primary: _Exchange, unsigned: _Exchange, invalid: _Exchange) -> CatalogAccess:
+    """The hub's verdict under ``signed_required`` once the signed fetch succeeded.
+
+    Readable without a signature or with a bad one: ``public``; both refused
+    with 401, 403 or 404: ``protected``; anything else: ``inconclusive``.
+    Mirrors the second half of ``fetchProviderSpecWithPolicy``.
+    """
+
+    def access(status: AccessStatus, reason: str) -> CatalogAccess:
+        return CatalogAccess(status, primary.status, unsigned.status, invalid.status, reason)
+
+    if unsigned.ok or invalid.ok:
+        readable = " and ".join(
+            name for name, ex in (("unsigned", unsigned), ("bad-signature", invalid)) if ex.ok
+        )
+        return access("public", f"signed-only required, but {readable} requests read it")
+    if unsigned.status in _PROTECTED_NEGATIVE and invalid.status in _PROTECTED_NEGATIVE:
+        return access(
+            "protected", "signed reads succeed; unsigned and bad-signature reads are refused"
+        )
+    return access(
+        "inconclusive",
+        f"cannot confirm protection: unsigned={_short(unsigned)}, bad signature={_short(invalid)}",
+    )
+
+
+def _classify_probe(target: ProbeTarget, final: _Exchange, requires_subject: bool) -> ProbeOutcome:
+    """The hub's verdict on its authorization probe, from the final response.
+
+    ``401``/``403`` pass; a 2xx from a dedicated endpoint is read for a boolean
+    decision; a 2xx from a tool is ``suspect`` if the tool declares
+    ``subject.required`` and ``inconclusive`` otherwise; anything else is
+    ``inconclusive``. Mirrors ``classifyDedicatedAuthzProbe`` and the end of
+    ``probeAuthorizeFor`` in the hub's ``src/app/tool-specs.ts``.
+    """
+    mode, name = target.mode, target.name
+
+    def outcome(status: ProbeStatus, http: int | None, reason: str) -> ProbeOutcome:
+        return ProbeOutcome(status, http, mode, name, requires_subject, reason)
+
+    if final.status is None:
+        return outcome("inconclusive", None, f"probe request failed: {final.error}")
+    http = final.status
+    if http in (401, 403):
+        return outcome("pass", http, f"HTTP {http}: the synthetic subject was refused")
+    if 200 <= http < 300:
+        if mode == "dedicated":
+            decision = _boolean_decision(final.text)
+            if decision is False:
+                return outcome("pass", http, "the endpoint answered authorized=false")
+            if decision is True:
+                return outcome("suspect", http, "the endpoint answered 'authorized' (a true "
+                               "authorized/allow/allowed/ok) for the synthetic subject")
+            return outcome("inconclusive", http, "2xx without a top-level boolean "
+                           "authorized/allow/allowed/ok")
+        if requires_subject:
+            return outcome("suspect", http, f"tool {name} declares subject.required "
+                           f"but answered {http} to the synthetic subject")
+        return outcome("inconclusive", http, f"tool {name} answered {http} and does "
+                       "not declare subject.required (public read or missing authorization?)")
+    return outcome("inconclusive", http, f"HTTP {http} is neither a refusal nor a 2xx")

@@ -8,6 +8,10 @@ from typing import Any, Literal
 
 CheckStatus = Literal["pass", "warn", "fail", "skip"]
 Policy = Literal["signed_required", "public_allowed"]
+#: the hub's conclusion about who can read the catalog
+AccessStatus = Literal["protected", "public", "inconclusive"]
+#: the hub's conclusion from its authorization probe
+ProbeStatus = Literal["pass", "suspect", "inconclusive", "skipped"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class Check:
 class CatalogAccess:
     """The hub's ``spec_access_probe`` for this deployment (``CONTRACT.md`` §4.4)."""
 
-    status: Literal["protected", "public", "inconclusive"]
+    status: AccessStatus
     signed_http: int | None = None
     unsigned_http: int | None = None
     invalid_http: int | None = None
@@ -49,7 +53,7 @@ class CatalogAccess:
 class ProbeOutcome:
     """The hub's ``authz_probe`` result for this deployment (``CONTRACT.md`` §5.4)."""
 
-    status: Literal["pass", "suspect", "inconclusive", "skipped"]
+    status: ProbeStatus
     http: int | None = None
     mode: Literal["dedicated", "tool"] | None = None
     tool: str | None = None
