@@ -88,3 +88,28 @@ def test_a_finding_is_built_from_the_table() -> None:
     assert only.message == entry.text.message
     assert only.suggestion == "Mark operations with x-agent-capability: {enabled: true, scope: ...} " \
         "and fix the errors reported."
+
+
+def test_the_doctor_reports_exactly_the_checks_of_its_table() -> None:
+    from typing import get_args
+
+    from bailing_flask.doctor import CHECK_NAMES
+    from bailing_flask.doctor.codes import ACCESS_VERDICTS, CHECKS, PROBE_VERDICTS, STATUSES
+    from bailing_flask.doctor.report import AccessStatus, CheckStatus, ProbeStatus
+
+    assert CHECK_NAMES == (
+        "catalog.access", "catalog.caching", "catalog.body", "catalog.lint", "authz_probe",
+        "authz_probe.verifies", "clock", "tool_call", "redirects",
+    )
+    assert tuple(check.name for check in CHECKS) == CHECK_NAMES
+    reported = set()
+    for path in (PACKAGE / "doctor").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        reported |= set(re.findall(r'(?:Check\(|self\.skip\()\s*"([a-z_.]+)"', text))
+    assert reported == set(CHECK_NAMES)
+    assert [v.value for v in STATUSES] == list(get_args(CheckStatus))
+    assert [v.value for v in ACCESS_VERDICTS] == list(get_args(AccessStatus))
+    assert [v.value for v in PROBE_VERDICTS] == list(get_args(ProbeStatus))
+    for check in CHECKS:
+        for ref in check.mirrors:
+            assert re.fullmatch(r"src/[a-z/-]+\.ts", ref.file) and ref.function.isidentifier()

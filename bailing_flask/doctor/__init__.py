@@ -42,6 +42,7 @@ from collections.abc import Callable
 from .call_checks import _CallChecks
 from .catalog_checks import _CatalogChecks
 from .classify import _boolean_decision as _boolean_decision
+from .codes import CHECKS
 from .constants import CLOCK_TOLERANCE as CLOCK_TOLERANCE
 from .constants import PROBE_BODY as PROBE_BODY
 from .constants import PROBE_SUBJECT as PROBE_SUBJECT
@@ -63,18 +64,8 @@ __all__ = [
     "run_doctor",
 ]
 
-#: Every check, in report order.
-CHECK_NAMES: tuple[str, ...] = (
-    "catalog.access",
-    "catalog.caching",
-    "catalog.body",
-    "catalog.lint",
-    "authz_probe",
-    "authz_probe.verifies",
-    "clock",
-    "tool_call",
-    "redirects",
-)
+#: Every check, in report order (see :data:`bailing_flask.doctor.codes.CHECKS`).
+CHECK_NAMES: tuple[str, ...] = tuple(check.name for check in CHECKS)
 
 
 class _Doctor(_CatalogChecks, _CallChecks):
