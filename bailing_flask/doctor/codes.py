@@ -45,6 +45,7 @@ class Verdict:
 
 _SPECS = "src/app/tool-specs.ts"
 
+#: Every check of the doctor, in report order.
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(
         "catalog.access",
