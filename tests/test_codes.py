@@ -113,3 +113,17 @@ def test_the_doctor_reports_exactly_the_checks_of_its_table() -> None:
     for check in CHECKS:
         for ref in check.mirrors:
             assert re.fullmatch(r"src/[a-z/-]+\.ts", ref.file) and ref.function.isidentifier()
+
+
+def test_lint_and_doctor_cite_only_what_the_shipped_docs_define() -> None:
+    security = (PACKAGE.parent / "docs" / "security.rst").read_text(encoding="utf-8")
+    defined = set(re.findall(r"\*\*(T\d+(?:, T\d+)*)\*\*", security))
+    traps = {t for group in defined for t in group.split(", ")}
+    assert {"T3", "T4", "T5", "T8", "T21", "T22"} <= traps
+    for folder in ("lint", "doctor"):
+        for path in (PACKAGE / folder).glob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert "CONTRACT.md" not in text and "DESIGN.md" not in text, path
+            assert "\u00a7" not in text, path
+            cited = set(re.findall(r"\bT\d+\b", text))
+            assert cited <= traps, (path, cited - traps)

@@ -4,28 +4,38 @@ The doctor sends the hub's own requests to a running deployment (over the
 network, through every proxy, CDN and gateway in front of the app) and
 says what the hub would conclude, why, and how to fix it:
 
-* the catalog fetch of the ``signed_required`` policy (``CONTRACT.md`` §4):
-  a signed ``GET spec_url`` that never follows redirects, then, after a 2xx,
-  two concurrent negative probes (unsigned; same timestamp with
+* the catalog fetch of the ``signed_required`` policy: a signed
+  ``GET spec_url`` that never follows redirects, then, after a 2xx, two
+  concurrent negative probes (unsigned; same timestamp with
   ``sha256=`` + 64 zeros), classified exactly like the hub
   (``protected`` / ``public`` / ``inconclusive``);
 * the catalog response itself (``Cache-Control: private, no-store``, caches
   that hand the signed copy to anyone, content type, 5 MiB, JSON object)
   and the lint of what is actually served;
-* the authorization probe (§5), with the hub's target choice and
+* the authorization probe, with the hub's target choice and
   classification, plus two stricter checks the hub does not make (a
   ``pass`` that only means "the signature was refused", and an endpoint
   that answers an invalid signature);
-* the clock difference visible in the ``Date`` header (§2.3);
-* one signed call to a parameter-less read tool, as the hub sends it (§3),
+* the clock difference visible in the ``Date`` header (the hub refuses
+  signatures 300 s or more apart);
+* one signed call to a parameter-less read tool, as the hub sends it,
   with redirects followed like the hub's ``fetch`` does, so a redirect or
   a ``404`` (``base_url`` prefix) shows up;
-* every redirect seen on the way (trap T8).
+* every redirect seen on the way (the hub re-sends the signature for the
+  new path, which cannot verify: trap T8 of :doc:`/security`).
 
 When a signature is refused, the doctor tries a few corrected signatures
 (another path prefix, the server's own clock) to name the cause instead of
 listing every possibility. These diagnostic requests are marked as such;
 the hub itself never sends them.
+
+Every check, the hub functions it reproduces and the meaning of each
+outcome are listed in :data:`bailing_flask.doctor.codes.CHECKS`. The parts:
+:mod:`~bailing_flask.doctor.transport` (HTTP as Node's ``fetch`` does it),
+:mod:`~bailing_flask.doctor.classify` (the hub's verdicts, pure),
+``catalog_checks`` and ``call_checks`` (the checks),
+:mod:`~bailing_flask.doctor.diagnose` (the 401 diagnosis) and
+:mod:`~bailing_flask.doctor.report` (the result and its rendering).
 
 Usage::
 

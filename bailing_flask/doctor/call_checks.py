@@ -263,7 +263,7 @@ class _CallChecks(_Diagnosis):
             ("<!doctype html", "<html"))
         if html and not final.ok:
             line += ("\nThe body is HTML: the model only sees 'HTTP "
-                     f"{final.status}' and that an HTML error page came back (CONTRACT.md §3.11).")
+                     f"{final.status}' and that an HTML error page came back, not its text.")
         if final.status == 404:
             self.add(Check(
                 "tool_call", "fail",
@@ -278,7 +278,8 @@ class _CallChecks(_Diagnosis):
                     "tool_call", "warn",
                     f"tool {tool.name} {who}: HTTP {final.status}, but the answer is {units} UTF-16 units; "
                     "the model reads only the first 8192",
-                    detail=line, fix="Page or summarise large results (CONTRACT.md §3.11, T30).",
+                    detail=line,
+                    fix="Page or summarise large results: the hub cuts the answer before the model reads it.",
                 ))
                 return
             self.add(Check("tool_call", "pass",

@@ -81,7 +81,8 @@ def _reason_of(exchange: _Exchange) -> str | None:
 
 
 def _boolean_decision(text: str) -> bool | None:
-    """The hub's reading of a dedicated probe's body (``CONTRACT.md`` §5.4)."""
+    """The hub's reading of a dedicated probe's body: the first boolean among
+    ``authorized``, ``allow``, ``allowed``, ``ok`` (``booleanDecision``)."""
     if not _js_trim(text):
         return None
     try:

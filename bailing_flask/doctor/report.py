@@ -30,7 +30,10 @@ class Check:
 
 @dataclass(frozen=True)
 class CatalogAccess:
-    """The hub's ``spec_access_probe`` for this deployment (``CONTRACT.md`` §4.4)."""
+    """The hub's ``spec_access_probe`` for this deployment: who can read the catalog.
+
+    See :data:`bailing_flask.doctor.codes.ACCESS_VERDICTS` for the statuses.
+    """
 
     status: AccessStatus
     signed_http: int | None = None
@@ -51,7 +54,10 @@ class CatalogAccess:
 
 @dataclass(frozen=True)
 class ProbeOutcome:
-    """The hub's ``authz_probe`` result for this deployment (``CONTRACT.md`` §5.4)."""
+    """The hub's ``authz_probe`` result for this deployment.
+
+    See :data:`bailing_flask.doctor.codes.PROBE_VERDICTS` for the statuses.
+    """
 
     status: ProbeStatus
     http: int | None = None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 
-#: The headers Node's fetch adds to every hub request (CONTRACT.md §3.10).
+#: The headers Node's fetch adds to every request the hub sends.
 _NODE_HEADERS = (
     ("accept", "*/*"),
     ("accept-language", "*"),
