@@ -18,7 +18,7 @@ from flask import Flask, Response, request
 
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
-from .gate import install_gates
+from .gate import ensure_gate, install_gates
 from .registry import Registry, build_registry
 from .responses import ErrorInfo, json_response
 from .settings import DEFAULTS
@@ -56,6 +56,8 @@ class BailingState:
         self._final = False
         self._catalog: Catalog | None = None
         self._warned: set[Any] = set()
+        #: the gate installed in front of each tool endpoint (see gate.install_gates)
+        self.gates: dict[str, Callable[..., Any]] = {}
         from .idempotency import Idempotency
 
         self.idempotency = Idempotency(self)
@@ -280,6 +282,7 @@ class Bailing:
             try:
                 if compiled:
                     state.registry()
+                    ensure_gate(state, request.endpoint)
                     return None
                 compiled.append(True)
                 state.catalog()  # compile early so declaration problems are logged at start-up

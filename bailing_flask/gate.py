@@ -46,7 +46,6 @@ audit_logger = logging.getLogger("bailing_flask.audit")
 
 #: Set in the environ once the gate admitted a call (the :class:`Tool`).
 GATE_KEY = "bailing.gate"
-_GATED_ATTR = "__bailing_gate__"
 _MAX_NAMES = 20
 
 
@@ -64,25 +63,46 @@ def _names(errors: list[dict[str, Any]]) -> list[str]:
 
 
 def install_gates(state: BailingState, registry: Registry) -> None:
-    """Put the gate in front of the registered view of every tool endpoint."""
+    """Put the gate in front of the registered view of every tool endpoint.
+
+    The gate installed per endpoint is remembered by identity (a wrapper made
+    with ``functools.wraps`` copies every attribute, so no mark on the
+    function could tell a gate from something wrapped around it): whatever
+    stands in ``view_functions`` that is not our gate gets a gate in front.
+    """
     view_functions = state.app.view_functions
     for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
         view = view_functions.get(endpoint)
-        if view is not None and getattr(view, _GATED_ATTR, None) is not state:
-            view_functions[endpoint] = _gated(state, endpoint, view)
+        if view is not None and view is not state.gates.get(endpoint):
+            gate = _gated(state, endpoint, view)
+            view_functions[endpoint] = gate
+            state.gates[endpoint] = gate
+
+
+def ensure_gate(state: BailingState, endpoint: str | None) -> None:
+    """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
+    gate = state.gates.get(endpoint) if endpoint is not None else None
+    if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
+        install_gates(state, state.registry())
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
 
     def gated_view(**kwargs: Any) -> Any:
-        tool = state.registry().lookup(endpoint, request.method)
-        if tool is None:  # a method of this endpoint that is not a tool
+        if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
             return sync_view(**kwargs)
-        return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs)
+        method = request.method
+        registry = state.registry()
+        tool = registry.lookup(endpoint, method)
+        if tool is not None:
+            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs)
+        if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
+            return sync_view(**kwargs)
+        # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
+        return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
 
     functools.update_wrapper(gated_view, view)
-    setattr(gated_view, _GATED_ATTR, state)
     return gated_view
 
 
@@ -94,8 +114,9 @@ def run_declared_view(
 
     Normally the gate in front of the endpoint has already decided, and the
     view just runs. Reached without it (the app replaced its view functions,
-    or called the tool's function from another view), the gate runs here,
-    and a declaration the registry cannot see fails closed.
+    or called the tool's function from another endpoint), the gate runs
+    here for the tool itself, and a declaration the registry cannot see
+    fails closed: the view never runs ungated.
     """
     if request.environ.get(GATE_KEY) is not None:
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
@@ -103,12 +124,16 @@ def run_declared_view(
     state = _state()
     registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
-    tool = registry.lookup(endpoint, request.method)
-    if tool is not None and tool.declaration is declaration:
+    method = request.method
+    tool = registry.lookup(endpoint, method)
+    if tool is None or tool.declaration is not declaration:
+        # called from another endpoint (an alias view, an error handler): gate it as itself
+        tool = registry.tool_of(declaration, method)
+    if tool is not None:
         return run_gate(state, tool, call_view, kwargs)
-    if registry.saw(declaration):
-        # a method this declaration does not export, or the app calling its own function
-        return call_view()
+    methods = declaration.options.methods
+    if registry.saw(declaration) and methods is not None and method not in methods:
+        return call_view()  # a method this declaration explicitly does not serve
     state.warn_once(
         ("hidden", declaration.qualname),
         "bailing: %s is declared as a tool but its route %r does not show the declaration (a "

@@ -95,10 +95,21 @@ class Registry:
     rule_count: int
     #: ``id()`` of every declaration found on a route, exported or not.
     seen: frozenset[int] = frozenset()
+    #: ``(endpoint, method)`` pairs explicitly left out of a tool endpoint
+    #: (``methods=``, ``enabled=False``): they run as plain routes.
+    passthrough: frozenset[tuple[str, str]] = frozenset()
 
     def saw(self, declaration: Declaration) -> bool:
         """Whether ``declaration`` is on one of the app's routes (exported or not)."""
         return id(declaration) in self.seen
+
+    def tool_of(self, declaration: Declaration, method: str) -> Tool | None:
+        """The tool compiled from ``declaration`` for ``method`` (HEAD is served by GET)."""
+        for wanted in (method, "GET") if method == "HEAD" else (method,):
+            for candidate in self.tools:
+                if candidate.declaration is declaration and candidate.method == wanted:
+                    return candidate
+        return None
 
     def lookup(self, endpoint: str | None, method: str) -> Tool | None:
         """The tool serving ``method`` on ``endpoint`` (HEAD is served by GET)."""
@@ -393,7 +404,11 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             findings.extend(_route_findings(compiled, has_app_authorizer))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
-    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen))
+    passthrough = frozenset(
+        (item.endpoint, item.method) for item in not_exported
+        if item.reason in ("enabled=False", "method not in methods=")
+    )
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:

@@ -170,6 +170,12 @@ def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
     return path
 
 
+def _routed_path(environ: dict[str, Any]) -> str:
+    """``PATH_INFO`` as Flask routes it: leading slashes collapse into one."""
+    path: str = environ.get("PATH_INFO") or "/"
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def _prefix_matches(path: str, prefix: str) -> bool:
     prefix = prefix.rstrip("/")
     return path == prefix or path.startswith(prefix + "/")
@@ -249,7 +255,7 @@ class BailingMiddleware:
         self.elsewhere_max_body_size = elsewhere_max_body_size
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if self.verified_elsewhere and environ.get("PATH_INFO") in self.verified_elsewhere:
+        if self.verified_elsewhere and _routed_path(environ) in self.verified_elsewhere:
             return self._pass_elsewhere(environ, start_response)
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
         if signature is None:
@@ -278,9 +284,7 @@ class BailingMiddleware:
         is read here first, never past the limit, and handed back.
         """
         environ[ENVIRON_KEY] = None
-        if environ.get("REQUEST_METHOD") != "POST":
-            return self.app(environ, start_response)
-        limit = self.elsewhere_max_body_size
+        limit = self.elsewhere_max_body_size  # any method: an inner middleware may turn it into POST
         try:
             body = read_body(environ, limit, min(limit, self.spool_threshold))
         except SignatureError as error:
