@@ -305,6 +305,7 @@ def run(quick: bool = False) -> list[Result]:
         rounds=3 if quick else 9,
         loops=1,
         warmup_s=0.3,
+        measure="wall",
     )
     results.append(
         ratio_result(

@@ -50,8 +50,9 @@ from bailing_flask.extension import BailingState
 from bailing_flask.testing import catalog_headers
 from bailing_flask.wsgi import ENVIRON_KEY
 
-from ._harness import LAST_STATS, Result, compare, quartiles, ratio_result
-from .bench_middleware import base_environ, make_caller
+from ._harness import Result, compare, quartiles, ratio_result
+from ._wsgi import base_environ
+from .bench_middleware import make_caller
 
 GROUP = "catalog"
 SECRET = "bench-secret-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -226,8 +227,9 @@ def run_build(app: Flask, bailing: Bailing, quick: bool) -> list[Result]:
         loops=1,
         warmup_s=0.0,
         measure="cpu",
+        gc_enabled=False,
     )
-    stats = dict(LAST_STATS)
+    stats = dict(per_round.stats)
     build_ns = per_round["build"]
     dumps_ns = [ns / times for ns in per_round["json_dumps"]]
     build_ms_rounds = [ns / 1e6 for ns in build_ns]
