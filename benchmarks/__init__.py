@@ -4,4 +4,4 @@ Run them all with ``python -m benchmarks`` from the repository root; see
 ``benchmarks/README.md``.
 """
 
-GROUPS = ("verify", "middleware", "toolcall", "idempotency", "bigbody", "catalog", "e2e")
+GROUPS = ("verify", "middleware", "toolcall", "idempotency", "bigbody", "catalog", "imports", "e2e")
