@@ -351,7 +351,7 @@ def run(quick: bool = False) -> list[Result]:
     bench = Bench(BODY_SIZE)
     per_round = compare(
         {"floor": floor_spool, "plain_sha256": plain_hash, "middleware": bench.request},
-        rounds=3 if quick else 9,
+        rounds=5 if quick else 11,
         loops=1,
         warmup_s=0.3,
         measure="cpu",
