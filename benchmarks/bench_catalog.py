@@ -345,7 +345,7 @@ def run_socket(quick: bool, n_tools: int = N_TOOLS, name: str = "socket_vs_plain
         signed = {"method": "GET", "path_with_query": CATALOG_PATH, "catalog_secret": SECRET}
         plain = {"method": "GET", "path_with_query": CATALOG_PLAIN_PATH}
         sides = [Side("plain", server, plain), Side("catalog", server, signed)]
-        n = interleaved(gen, sides, rounds=5 if quick else 9, block_s=0.5 if quick else 2.0,
+        n = interleaved(gen, sides, rounds=5 if quick else 7, block_s=0.5 if quick else 1.0,
                         concurrency=4, warmup_n=50 if n_tools > 100 else 300)
     finally:
         gen.close()
