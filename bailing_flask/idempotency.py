@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from flask import Response
 
+from ._wsgi_headers import is_hop_by_hop
 from .responses import ErrorInfo
 from .stores import (
     EntryMeta,
@@ -49,9 +50,8 @@ __all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
 logger = logging.getLogger("bailing_flask")
 
 REPLAY_HEADER = "Idempotent-Replayed"
-#: response headers never replayed from the store
-_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie", "connection",
-                    "transfer-encoding", "keep-alive"}
+#: response headers never replayed from the store (nor any hop-by-hop header)
+_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 _CLEANUP_INTERVAL = 300.0
 
 
@@ -185,7 +185,7 @@ class Idempotency:
         stored = StoredResponse(
             status=response.status_code,
             headers=tuple((name, value) for name, value in response.headers.items()
-                          if name.lower() not in _SKIPPED_HEADERS),
+                          if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
             body=response.get_data(),
         )
         try:
@@ -218,6 +218,7 @@ class Idempotency:
         response = Response(stored.body, status=stored.status)
         response.headers.clear()
         for name, value in stored.headers:
-            response.headers.add(name, value)
+            if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
+                response.headers.add(name, value)
         response.headers[REPLAY_HEADER] = "true"
         return response

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._body import read_body
 from ._jsenc import encode_uri_component
+from ._wsgi_headers import with_content_length
 from .errors import ConfigurationError, SignatureError
 from .signing import Clock, Secrets, Verifier
 
@@ -309,11 +310,9 @@ class BailingMiddleware:
             rendered = default_error_response(error)
         status, headers, body = rendered
         status_line = _STATUS_TEXT.get(status) or f"{status} Error"
-        headers = list(headers) + [("Content-Length", str(len(body)))]
-        if error.status == 413:
-            # the rest of the body was not read: the connection cannot be reused
-            headers.append(("Connection", "close"))
-        start_response(status_line, headers)
+        # no hop-by-hop header (PEP 3333): after a 413 the server itself closes
+        # or drains the connection whose body was left unread
+        start_response(status_line, with_content_length(headers, body))
         return [body]
 
 
