@@ -127,8 +127,9 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(data, ensure_ascii=False))
         else:
             status = data["response"]["status"] if data["response"] else "-"
+            note = f"  note={data['note']}" if data["note"] else ""
             click.echo(f"{data['key']}  {data['state']:11}  {data['tool']:24}  job={data['job_id']!s}  "
-                       f"subject={data['subject']!s}  status={status}")
+                       f"subject={data['subject']!s}  status={status}{note}")
     if not as_json:
         click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", err=True)
 

@@ -106,6 +106,15 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
+_MARK_UNCERTAIN = """
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at', 'lease_expires_at')
+if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= now then return 0 end
+if tonumber(f[4]) > now then redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[1]) end
+redis.call('HSET', KEYS[1], 'note', ARGV[3])
+return 1
+"""
+
 _RELEASE = """
 local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
 if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= tonumber(ARGV[1]) then
@@ -281,6 +290,7 @@ class RedisStore(IdempotencyStore):
         self._take_over = client.register_script(_TAKE_OVER)
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
+        self._mark_uncertain = client.register_script(_MARK_UNCERTAIN)
         self._resolve = client.register_script(_RESOLVE)
         self._remember = client.register_script(_REMEMBER_SIGNATURE)
         self._cleanup = client.register_script(_CLEANUP)
@@ -380,6 +390,12 @@ class RedisStore(IdempotencyStore):
                     ],
                 )
             )
+
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            return bool(self._mark_uncertain(keys=[self._key(key)],
+                                             args=[_num(self.clock()), token, note]))
 
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
