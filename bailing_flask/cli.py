@@ -59,14 +59,39 @@ def export_command(output: str | None, indent: int | None) -> None:
         click.echo(data.decode("utf-8"))
 
 
+def _registration() -> list[str]:
+    """What to register in the hub for this app: base_url and spec_url."""
+    from ._base_url import application_root, parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    prefix = state.middleware.public_prefix
+    mount = prefix if prefix is not None else application_root(current_app)
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if base is not None:
+        lines = [f"register in the hub: base_url {base.url}  (BAILING_BASE_URL)"]
+        if catalog_path:
+            lines.append(f"                     spec_url {base.origin}{mount}{catalog_path}  "
+                         f"(the app served under {mount or '/'!r})")
+        return lines
+    root = f"https://<public host>{mount}"
+    lines = [f"register in the hub: base_url {root}  (where the app's root is served; "
+             "set BAILING_BASE_URL to state it)"]
+    if catalog_path:
+        lines.append(f"                     spec_url {root}{catalog_path}")
+    return lines
+
+
 @bailing_cli.command("check")
 def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors."""
+    """Lint the catalog like the hub compiles it; exit 1 on errors. Prints what to register."""
     catalog = _state().catalog()
     _print_findings(catalog.findings)
     errors = len(catalog.errors)
     warnings = sum(1 for f in catalog.findings if f.severity == "warning")
     click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
+    for line in _registration():
+        click.echo(line)
     if errors:
         sys.exit(1)
 
@@ -81,7 +106,10 @@ def tools_command() -> None:
     rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
     for tool in registry.tools:
         note = []
-        if tool.operation_key in excluded:
+        path = catalog.path_of(tool)
+        if path is None:
+            note.append("outside BAILING_BASE_URL")
+        if catalog.key_of(tool) in excluded:
             note.append("NOT SERVED: has errors (flask bailing check)")
         if tool.options.deprecated:
             note.append("deprecated: not exposed")
@@ -91,7 +119,7 @@ def tools_command() -> None:
             note.append("sensitive")
         if tool.side_effecting:
             note.append("side effect")
-        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
+        rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
@@ -168,6 +196,30 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
                                       else f"repeats get HTTP {status_code}"))
 
 
+def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]:
+    """The base URL this app's catalog paths are relative to, and where that comes from.
+
+    ``BAILING_BASE_URL`` if set; otherwise the URL the app's root is served at,
+    read off ``--catalog-url`` (the public catalog URL minus BAILING_CATALOG_PATH).
+    """
+    from urllib.parse import urlsplit
+
+    from ._base_url import parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    if base is not None:
+        return base.url, "BAILING_BASE_URL"
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if catalog_url and catalog_path:
+        parts = urlsplit(catalog_url.strip())
+        if parts.scheme and parts.netloc and parts.path.endswith(catalog_path):
+            root = parts.path[: len(parts.path) - len(catalog_path)].rstrip("/")
+            return (f"{parts.scheme}://{parts.netloc}{root}",
+                    "where the app's root is served, read off --catalog-url (BAILING_BASE_URL unset)")
+    return None, None
+
+
 def _first_secret() -> str:
     from .signing import primary_secret
 
@@ -242,7 +294,8 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 
 
 @bailing_cli.command("doctor")
-@click.option("--url", required=True, help="The base_url registered in the hub.")
+@click.option("--url", default=None,
+              help="The base_url registered in the hub (default: BAILING_BASE_URL).")
 @click.option("--catalog-url", default=None,
               help="The spec_url registered in the hub (default: URL + /.well-known/bailing/tools.json).")
 @click.option("--subject", default=None, help="Subject for the one signed tool call (default: anonymous).")
@@ -252,13 +305,28 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--timeout", type=float, default=10.0, show_default=True)
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor_command(url: str, catalog_url: str | None, subject: str | None, secret: str | None,
-                   policy: str, timeout: float, verbose: bool, as_json: bool) -> None:
-    """Check a live deployment the way the hub will see it; exit 1 on any failure."""
+def doctor_command(url: str | None, catalog_url: str | None, subject: str | None,
+                   secret: str | None, policy: str, timeout: float, verbose: bool,
+                   as_json: bool) -> None:
+    """Check a live deployment the way the hub will see it; exit 1 on any failure.
+
+    Prints the base_url to register: BAILING_BASE_URL, or else where the app's
+    root is served (from --catalog-url), and fails if --url differs from it.
+    """
     from .doctor import run_doctor
 
-    report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url, subject=subject,
-                        timeout=timeout, policy=policy)  # type: ignore[arg-type]
+    expected, source = _expected_base_url(catalog_url)
+    if url is None:
+        if expected is None or source != "BAILING_BASE_URL":
+            raise click.UsageError("pass --url (the base_url registered in the hub), or set "
+                                   "BAILING_BASE_URL")
+        url = expected
+    try:
+        report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url,
+                            subject=subject, timeout=timeout, policy=policy,  # type: ignore[arg-type]
+                            expected_base_url=expected, expected_source=source)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:
