@@ -180,14 +180,18 @@ class BailingState:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
         return HubClient(hub_url, self._first_client_token())
 
-    def chat_widget(self, entry: str, uid: str | None = None, **attrs: Any) -> Any:
-        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket."""
+    def chat_widget(self, entry: str, uid: str | None = None, *, chat_only: bool = False,
+                    **attrs: Any) -> Any:
+        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket.
+
+        ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
+        """
         from .tickets import sign_ticket, widget_script_tag
 
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
-        ticket = sign_ticket(self._first_client_token(), uid) if uid else None
+        ticket = sign_ticket(self._first_client_token(), uid, chat_only=chat_only) if uid else None
         return widget_script_tag(hub_url, entry, ticket, **attrs)
 
     # -- side effects ----------------------------------------------------------------
