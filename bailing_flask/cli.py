@@ -280,6 +280,14 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
     # a call as in a real admin-triggered job: empty client, idempotency key on side effects
     hub = HubSimulator(target, secret or _first_secret(), client="")
     try:
+        missing = hub.missing_path_arguments(tool_name, args)
+        if missing:
+            names = ", ".join(missing)
+            example = json.dumps({**args, **{name: "..." for name in missing}}, ensure_ascii=False)
+            raise click.ClickException(
+                f"tool {tool_name!r} needs the path argument(s) {names}: put them in ARGS_JSON, "
+                f"e.g. '{example}' (without them the hub would request the literal placeholder "
+                "and get 404)")
         request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from None

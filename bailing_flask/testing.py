@@ -344,6 +344,20 @@ class HubSimulator:
         headers.update(extra_headers)  # declared header parameters come last, like the hub
         return HubRequest(shape.method, path_with_query, headers, raw_body)
 
+    def missing_path_arguments(self, tool: str, args: Mapping[str, Any] | None = None) -> list[str]:
+        """Path parameters of ``tool`` that ``args`` leaves out (or sets to ``null``).
+
+        The hub would send such a call anyway, with the placeholder itself
+        (``{order_id}``, ``%7Border_id%7D`` on the wire), which the app
+        answers with 404: check first to say which argument is missing.
+        """
+        import re
+
+        shape = self._shape(tool)
+        given = {key for key, value in (args or {}).items() if value is not None}
+        names = re.findall(r"\{([^{}]+)\}", shape.path)
+        return [name for name in dict.fromkeys(names) if name not in given]
+
     def call(self, tool: str, args: Mapping[str, Any] | None = None, **options: Any) -> HubResponse:
         """Call a tool as the hub does and return the response."""
         request = self.build_call(tool, args, **options)
