@@ -335,7 +335,6 @@ class BailingMiddleware:
         start_response(status_line, with_content_length(headers, body))
         return [body]
 
-
     def _base_relative(self, environ: dict[str, Any], path: str) -> str:
         """What the hub signed for a tool call: the public path minus the base URL's path."""
         assert self.base_url is not None
