@@ -261,8 +261,11 @@ def _show_response(response) -> None:  # type: ignore[no-untyped-def]
 @click.option("--url", default=None,
               help="Base URL of a live deployment (the hub's base_url); default: in-process.")
 @click.option("--secret", default=None, help="Provider secret (default: the app's BAILING_SECRETS).")
+@click.option("--catalog-url", default=None,
+              help="With --url: the spec_url, when it is not URL + /.well-known/bailing/tools.json "
+                   "(BAILING_BASE_URL without the app's mount prefix).")
 def call_command(tool_name: str, args_json: str, subject: str | None, job_id: str | None,
-                 url: str | None, secret: str | None) -> None:
+                 url: str | None, secret: str | None, catalog_url: str | None) -> None:
     """Make one signed call exactly as the hub would; print request and response.
 
     The tool is looked up in the catalog that is actually served (fetched
@@ -278,7 +281,8 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
         raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
     target = url or current_app._get_current_object()  # type: ignore[attr-defined]
     # a call as in a real admin-triggered job: empty client, idempotency key on side effects
-    hub = HubSimulator(target, secret or _first_secret(), client="")
+    hub = HubSimulator(target, secret or _first_secret(), client="",
+                       catalog_url=catalog_url if url else None)
     try:
         missing = hub.missing_path_arguments(tool_name, args)
         if missing:

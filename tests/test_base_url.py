@@ -174,6 +174,16 @@ def test_check_prints_the_base_url_and_spec_url_to_register():
     assert "/api/orders" in listing
 
 
+def test_cli_call_against_an_origin_base_url_with_the_spec_url(live_server):
+    app = create_shop_app(BAILING_BASE_URL=ORIGIN)
+    base = live_server(DispatcherMiddleware(NotFound(), {"/api": app}))
+    result = app.test_cli_runner().invoke(args=[
+        "bailing", "call", "order_search", "{}", "--subject", "t1:u1", "--url", base,
+        "--catalog-url", base + "/api" + CATALOG])
+    assert result.exit_code == 0, result.output
+    assert "> GET /api/orders" in result.output and "< HTTP 200" in result.output
+
+
 def test_doctor_prints_and_checks_the_base_url_to_register(live_server):
     """The doctor of the app itself knows BAILING_BASE_URL and fails a base_url that misses it."""
     holder: dict[str, Flask] = {}
