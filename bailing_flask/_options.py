@@ -58,6 +58,7 @@ class ToolKwargs(TypedDict, total=False):
     idempotency_key: Callable[..., Any]
     idempotency: bool
     rerun_uncertain: bool
+    failure_is_atomic: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -89,3 +90,4 @@ class BailingKwargs(TypedDict, total=False):
     approval_path: str | None
     callback_window_ms: int
     callback_max_body_size: int
+    base_url: str | None

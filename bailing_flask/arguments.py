@@ -4,6 +4,14 @@ The hub places undeclared arguments in the query (GET) or the body (other
 methods), so an unknown parameter means the model invented one: refuse it
 by name. Type errors name the parameter and what was expected, never the
 submitted value (the model sees error bodies; values may be personal data).
+
+Query values arrive as the hub's ``String(value)``: booleans as ``true`` /
+``false``, numbers in JavaScript's shortest form (``9.9``, ``1e+21``), and
+an array as its items joined with ``,`` in a single pair (``tags=a%2Cb``).
+An array-typed query parameter is therefore split on ``,`` before it is
+validated (``tags=`` is the empty array), so ``list[str]``, ``list[int]``,
+``list[bool]`` and the like receive what the model sent -- except items
+that contain ``,`` themselves, which the linter points out.
 """
 
 from __future__ import annotations
@@ -128,10 +136,24 @@ def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dic
             ])
     properties = {p["name"]: p.get("schema") for p in tool.parameters if p.get("in") == "query"}
     try:
-        query = model.model_validate(args.to_dict())
+        query = model.model_validate(_as_the_hub_sent_them(args.to_dict(), properties))
     except ValidationError as exc:
         raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
     return query, query.model_dump()
+
+
+def _is_array(schema: Any) -> bool:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    return raw == "array" or (isinstance(raw, list) and "array" in raw)
+
+
+def _as_the_hub_sent_them(values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    """Split the comma-joined value of every array-typed query parameter."""
+    for name, schema in properties.items():
+        value = values.get(name)
+        if isinstance(value, str) and _is_array(schema):
+            values[name] = value.split(",") if value else []
+    return values
 
 
 def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:

@@ -9,10 +9,12 @@ bytes and the hub's change detection stays quiet.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from ._base_url import PathMap
 from .lint import Finding, lint_document
 from .registry import Registry, Tool
 
@@ -106,17 +108,32 @@ def tool_operation(tool: Tool) -> dict[str, Any]:
 
 @dataclass
 class Catalog:
-    """The full document, its findings, and the served (error-free) bytes."""
+    """The full document, its findings, and the served (error-free) bytes.
+
+    Operation keys (``excluded``, finding paths) use the catalog paths: with
+    ``BAILING_BASE_URL`` these may differ from the routes (:meth:`key_of`).
+    """
 
     document: dict[str, Any]
     findings: list[Finding]
     served: dict[str, Any]
     served_bytes: bytes
     excluded: list[str]
+    #: how routes became catalog paths (``None``: they are the routes)
+    path_map: PathMap | None = None
 
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
+
+    def path_of(self, tool: Tool) -> str | None:
+        """The catalog path of a registry tool; ``None`` if the base URL cannot reach it."""
+        return tool.path if self.path_map is None else self.path_map.catalog_path(tool.path)
+
+    def key_of(self, tool: Tool) -> str:
+        """The operation key the findings and ``excluded`` use for a registry tool."""
+        path = self.path_of(tool)
+        return tool.operation_key if path is None else f"{tool.method} {path}"
 
 
 def _document(tools: list[Tool], title: str, version: str, probe_path: str | None) -> dict[str, Any]:
@@ -139,24 +156,69 @@ def serialize(document: dict[str, Any]) -> bytes:
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
-def build_catalog(registry: Registry, *, title: str, version: str, probe_path: str | None) -> Catalog:
+def _placed(
+    registry: Registry, probe_path: str | None, path_map: PathMap | None
+) -> tuple[list[Tool], list[Finding], str | None]:
+    """The tools at their catalog paths, the registry's findings keyed the same way, the probe.
+
+    Without a path map (no ``BAILING_BASE_URL``) nothing moves.
+    """
+    if path_map is None or path_map.identity:
+        return list(registry.tools), list(registry.findings), probe_path
+    placed: list[Tool] = []
+    renamed: dict[str, str] = {}
+    findings: list[Finding] = []
+    for tool in registry.tools:
+        public = path_map.catalog_path(tool.path)
+        if public is None:
+            findings.append(Finding(
+                "error", "outside_base_url", tool.operation_key,
+                f"tool {tool.name!r} is served at {path_map.public(tool.path)!r}, which is not under "
+                f"the path {path_map.base!r} of BAILING_BASE_URL: the hub calls base_url + a catalog "
+                "path, which can never reach this route",
+                "set BAILING_BASE_URL to a URL this route is under, or move the route", "bailing",
+            ))
+            placed.append(tool)
+            continue
+        moved = dataclasses.replace(tool, path=public)
+        renamed[tool.operation_key] = moved.operation_key
+        placed.append(moved)
+    findings.extend(dataclasses.replace(f, path=renamed.get(f.path, f.path)) for f in registry.findings)
+    probe = path_map.catalog_path(probe_path) if probe_path else None
+    if probe_path and probe is None:
+        findings.append(Finding(
+            "warning", "authz_probe_outside_base_url", "-",
+            f"the authorization probe at {path_map.public(probe_path)!r} is not under the path "
+            f"{path_map.base!r} of BAILING_BASE_URL, so the catalog does not advertise it and the "
+            "hub probes a parameter-less GET tool instead",
+            "set BAILING_PROBE_PATH to a path under the base URL", "bailing",
+        ))
+    return placed, findings, probe
+
+
+def build_catalog(
+    registry: Registry, *, title: str, version: str, probe_path: str | None,
+    path_map: PathMap | None = None,
+) -> Catalog:
     """Render, lint, and drop the operations the hub would reject.
 
     An operation with an error is left out of the served catalog (and
     logged by the caller) instead of publishing something the hub would
     refuse or, worse, misread; ``flask bailing export`` refuses outright.
+    ``path_map`` places the tools under ``BAILING_BASE_URL``
+    (:mod:`bailing_flask._base_url`); tools it cannot place are errors.
     """
-    document = _document(registry.tools, title, version, probe_path)
-    findings = list(registry.findings)
+    tools, findings, probe = _placed(registry, probe_path, path_map)
+    document = _document(tools, title, version, probe)
     known = {(f.code, f.path) for f in findings}
     findings.extend(
         f for f in lint_document(document, trusted=True) if (f.code, f.path) not in known
     )
     broken = {f.path for f in findings if f.severity == "error"}
-    served_tools = [t for t in registry.tools if t.operation_key not in broken]
+    served_tools = [t for t in tools if t.operation_key not in broken]
     served = (
-        document if len(served_tools) == len(registry.tools)
-        else _document(served_tools, title, version, probe_path)
+        document if len(served_tools) == len(tools)
+        else _document(served_tools, title, version, probe)
     )
-    excluded = sorted(t.operation_key for t in registry.tools if t.operation_key in broken)
-    return Catalog(document, findings, served, serialize(served), excluded)
+    excluded = sorted(t.operation_key for t in tools if t.operation_key in broken)
+    return Catalog(document, findings, served, serialize(served), excluded, path_map)

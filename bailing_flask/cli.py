@@ -63,14 +63,39 @@ def export_command(output: str | None, indent: int | None) -> None:
         click.echo(data.decode("utf-8"))
 
 
+def _registration() -> list[str]:
+    """What to register in the hub for this app: base_url and spec_url."""
+    from ._base_url import application_root, parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    prefix = state.middleware.public_prefix
+    mount = prefix if prefix is not None else application_root(current_app)
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if base is not None:
+        lines = [f"register in the hub: base_url {base.url}  (BAILING_BASE_URL)"]
+        if catalog_path:
+            lines.append(f"                     spec_url {base.origin}{mount}{catalog_path}  "
+                         f"(the app served under {mount or '/'!r})")
+        return lines
+    root = f"https://<public host>{mount}"
+    lines = [f"register in the hub: base_url {root}  (where the app's root is served; "
+             "set BAILING_BASE_URL to state it)"]
+    if catalog_path:
+        lines.append(f"                     spec_url {root}{catalog_path}")
+    return lines
+
+
 @bailing_cli.command("check")
 def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors."""
+    """Lint the catalog like the hub compiles it; exit 1 on errors. Prints what to register."""
     catalog = _state().catalog()
     _print_findings(catalog.findings)
     errors = len(catalog.errors)
     warnings = sum(1 for f in catalog.findings if f.severity == "warning")
     click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
+    for line in _registration():
+        click.echo(line)
     if errors:
         sys.exit(1)
 
@@ -85,7 +110,10 @@ def tools_command() -> None:
     rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
     for tool in registry.tools:
         note = []
-        if tool.operation_key in excluded:
+        path = catalog.path_of(tool)
+        if path is None:
+            note.append("outside BAILING_BASE_URL")
+        if catalog.key_of(tool) in excluded:
             note.append("NOT SERVED: has errors (flask bailing check)")
         if tool.options.deprecated:
             note.append("deprecated: not exposed")
@@ -95,7 +123,7 @@ def tools_command() -> None:
             note.append("sensitive")
         if tool.side_effecting:
             note.append("side effect")
-        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
+        rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
@@ -131,8 +159,9 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(data, ensure_ascii=False))
         else:
             status = data["response"]["status"] if data["response"] else "-"
+            note = f"  note={data['note']}" if data["note"] else ""
             click.echo(f"{data['key']}  {data['state']:11}  {data['tool']:24}  job={data['job_id']!s}  "
-                       f"subject={data['subject']!s}  status={status}")
+                       f"subject={data['subject']!s}  status={status}{note}")
     if not as_json:
         click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", err=True)
 
@@ -169,6 +198,30 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
                                "re-run allowed" if rerun else f"answered {status_code}", note)
     click.echo(f"resolved {key}: " + ("the next identical call runs again" if rerun
                                       else f"repeats get HTTP {status_code}"))
+
+
+def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]:
+    """The base URL this app's catalog paths are relative to, and where that comes from.
+
+    ``BAILING_BASE_URL`` if set; otherwise the URL the app's root is served at,
+    read off ``--catalog-url`` (the public catalog URL minus BAILING_CATALOG_PATH).
+    """
+    from urllib.parse import urlsplit
+
+    from ._base_url import parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    if base is not None:
+        return base.url, "BAILING_BASE_URL"
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if catalog_url and catalog_path:
+        parts = urlsplit(catalog_url.strip())
+        if parts.scheme and parts.netloc and parts.path.endswith(catalog_path):
+            root = parts.path[: len(parts.path) - len(catalog_path)].rstrip("/")
+            return (f"{parts.scheme}://{parts.netloc}{root}",
+                    "where the app's root is served, read off --catalog-url (BAILING_BASE_URL unset)")
+    return None, None
 
 
 def _first_secret() -> str:
@@ -212,8 +265,11 @@ def _show_response(response) -> None:  # type: ignore[no-untyped-def]
 @click.option("--url", default=None,
               help="Base URL of a live deployment (the hub's base_url); default: in-process.")
 @click.option("--secret", default=None, help="Provider secret (default: the app's BAILING_SECRETS).")
+@click.option("--catalog-url", default=None,
+              help="With --url: the spec_url, when it is not URL + /.well-known/bailing/tools.json "
+                   "(BAILING_BASE_URL without the app's mount prefix).")
 def call_command(tool_name: str, args_json: str, subject: str | None, job_id: str | None,
-                 url: str | None, secret: str | None) -> None:
+                 url: str | None, secret: str | None, catalog_url: str | None) -> None:
     """Make one signed call exactly as the hub would; print request and response.
 
     The tool is looked up in the catalog that is actually served (fetched
@@ -229,8 +285,17 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
         raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
     target = url or current_app._get_current_object()  # type: ignore[attr-defined]
     # a call as in a real admin-triggered job: empty client, idempotency key on side effects
-    hub = HubSimulator(target, secret or _first_secret(), client="")
+    hub = HubSimulator(target, secret or _first_secret(), client="",
+                       catalog_url=catalog_url if url else None)
     try:
+        missing = hub.missing_path_arguments(tool_name, args)
+        if missing:
+            names = ", ".join(missing)
+            example = json.dumps({**args, **{name: "..." for name in missing}}, ensure_ascii=False)
+            raise click.ClickException(
+                f"tool {tool_name!r} needs the path argument(s) {names}: put them in ARGS_JSON, "
+                f"e.g. '{example}' (without them the hub would request the literal placeholder "
+                "and get 404)")
         request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from None
@@ -245,7 +310,8 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 
 
 @bailing_cli.command("doctor")
-@click.option("--url", required=True, help="The base_url registered in the hub.")
+@click.option("--url", default=None,
+              help="The base_url registered in the hub (default: BAILING_BASE_URL).")
 @click.option("--catalog-url", default=None,
               help="The spec_url registered in the hub (default: URL + /.well-known/bailing/tools.json).")
 @click.option("--subject", default=None, help="Subject for the one signed tool call (default: anonymous).")
@@ -255,13 +321,28 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--timeout", type=float, default=10.0, show_default=True)
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor_command(url: str, catalog_url: str | None, subject: str | None, secret: str | None,
-                   policy: str, timeout: float, verbose: bool, as_json: bool) -> None:
-    """Check a live deployment the way the hub will see it; exit 1 on any failure."""
+def doctor_command(url: str | None, catalog_url: str | None, subject: str | None,
+                   secret: str | None, policy: str, timeout: float, verbose: bool,
+                   as_json: bool) -> None:
+    """Check a live deployment the way the hub will see it; exit 1 on any failure.
+
+    Prints the base_url to register: BAILING_BASE_URL, or else where the app's
+    root is served (from --catalog-url), and fails if --url differs from it.
+    """
     from .doctor import run_doctor
 
-    report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url, subject=subject,
-                        timeout=timeout, policy=policy)  # type: ignore[arg-type]
+    expected, source = _expected_base_url(catalog_url)
+    if url is None:
+        if expected is None or source != "BAILING_BASE_URL":
+            raise click.UsageError("pass --url (the base_url registered in the hub), or set "
+                                   "BAILING_BASE_URL")
+        url = expected
+    try:
+        report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url,
+                            subject=subject, timeout=timeout, policy=policy,  # type: ignore[arg-type]
+                            expected_base_url=expected, expected_source=source)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

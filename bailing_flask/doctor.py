@@ -74,8 +74,9 @@ __all__ = [
 CheckStatus = Literal["pass", "warn", "fail", "skip"]
 Policy = Literal["signed_required", "public_allowed"]
 
-#: Every check, in report order.
+#: Every check, in report order (``base_url`` only runs when the app's own base URL is known).
 CHECK_NAMES: tuple[str, ...] = (
+    "base_url",
     "catalog.access",
     "catalog.caching",
     "catalog.body",
@@ -195,6 +196,10 @@ class DoctorReport:
     policy: str = "signed_required"
     catalog_access: CatalogAccess | None = None
     authz_probe: ProbeOutcome | None = None
+    #: the base URL the app expects the hub to use, when known
+    base_url_to_register: str | None = None
+    #: where that came from (``BAILING_BASE_URL``, or where the catalog is served)
+    base_url_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -224,6 +229,8 @@ class DoctorReport:
             "base_url": self.base_url,
             "catalog_url": self.catalog_url,
             "policy": self.policy,
+            "base_url_to_register": self.base_url_to_register,
+            "base_url_source": self.base_url_source,
             "catalog_access": plain(self.catalog_access),
             "authz_probe": plain(self.authz_probe),
             "checks": [dict(check.__dict__) for check in self.checks],
@@ -232,6 +239,9 @@ class DoctorReport:
     def render(self, verbose: bool = False) -> str:
         """The report as text for a terminal (details of passing checks only if ``verbose``)."""
         lines = [f"bailing doctor  base_url {self.base_url}", f"                catalog  {self.catalog_url}"]
+        if self.base_url_to_register:
+            lines.append(f"                register base_url {self.base_url_to_register}"
+                         f"  ({self.base_url_source})")
         if self.policy != "signed_required":
             lines.append(f"                policy   {self.policy}")
         lines.append("")
@@ -691,7 +701,11 @@ class _Doctor:
         timeout: float,
         clock: Callable[[], float],
         policy: Policy,
+        expected_base_url: str | None = None,
+        expected_source: str | None = None,
     ) -> None:
+        self.expected_base_url = expected_base_url.strip().rstrip("/") if expected_base_url else None
+        self.expected_source = expected_source or "BAILING_BASE_URL"
         self.base_url = base_url.strip().rstrip("/")
         self.base = _parse_url(self.base_url or "/")
         self.base_prefix = self.base.target.split("?", 1)[0].rstrip("/")
@@ -717,6 +731,35 @@ class _Doctor:
 
     def skip(self, name: str, why: str) -> None:
         self.add(Check(name, "skip", why))
+
+    # -- 0. the base URL the app expects -----------------------------------------------
+
+    def base_url_check(self) -> None:
+        """Compare the hub's base URL with the one the app derives its paths from."""
+        expected = self.expected_base_url
+        if expected is None:
+            return
+        want = _parse_url(expected)
+        want_path = want.target.split("?", 1)[0].rstrip("/")
+        source = self.expected_source
+        if want_path == self.base_prefix:
+            note = None
+            if want.origin != self.base.origin:
+                note = (f"The path matches; this run checks {self.base.origin}, the hub must use "
+                        f"{expected}.")
+            self.add(Check("base_url", "pass",
+                           f"the app's tool paths are relative to this base URL ({source})",
+                           detail=note))
+            return
+        self.add(Check(
+            "base_url", "fail",
+            f"base_url has the path {self.base_prefix or '/'!r}, but the app's tool paths are "
+            f"relative to {want_path or '/'!r} ({source}): the hub would accept the tool source "
+            "and then send every tool call to a URL that misses the route",
+            detail=(f"The hub calls base_url + catalog path and signs only the catalog path, so "
+                    f"the base URL registered in the hub must be {expected}."),
+            fix=f"Register base_url {expected} in the hub's tool source, or change {source}.",
+        ))
 
     # -- 1. catalog access ---------------------------------------------------------------
 
@@ -1553,6 +1596,7 @@ class _Doctor:
     # -- run -------------------------------------------------------------------------------------
 
     def run(self) -> DoctorReport:
+        self.base_url_check()
         primary = self.catalog_access()
         self.catalog_caching(primary)
         self.catalog_body(primary)
@@ -1569,6 +1613,8 @@ class _Doctor:
             policy=self.policy,
             catalog_access=self.state.access,
             authz_probe=self.state.probe,
+            base_url_to_register=self.expected_base_url,
+            base_url_source=self.expected_source if self.expected_base_url else None,
         )
 
 
@@ -1587,6 +1633,8 @@ def run_doctor(
     timeout: float = 10.0,
     clock: Callable[[], float] = time.time,
     policy: Policy = "signed_required",
+    expected_base_url: str | None = None,
+    expected_source: str | None = None,
 ) -> DoctorReport:
     """Examine a live deployment the way BailingHub would, and report.
 
@@ -1599,6 +1647,12 @@ def run_doctor(
     :param timeout: seconds per request (the hub uses 10; the probe at most 8).
     :param clock: current Unix time of this machine (injectable for tests).
     :param policy: the tool source's ``spec_access_policy``.
+    :param expected_base_url: the base URL the app's catalog paths are
+        relative to (its ``BAILING_BASE_URL``, as ``flask bailing doctor``
+        passes it); printed as the one to register, and checked against
+        ``base_url`` (check ``base_url``).
+    :param expected_source: where ``expected_base_url`` comes from, for the
+        report (default ``"BAILING_BASE_URL"``).
 
     Sends only GET requests and the hub's POST authorization probe: no tool
     with side effects is ever called.
@@ -1608,6 +1662,9 @@ def run_doctor(
     _parse_url(base_url)  # ValueError early for a malformed base_url
     if catalog_url:
         _parse_url(catalog_url)
+    if expected_base_url:
+        _parse_url(expected_base_url)
     doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
-                     clock=clock, policy=policy)
+                     clock=clock, policy=policy, expected_base_url=expected_base_url,
+                     expected_source=expected_source)
     return doctor.run()

@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from flask import Flask, Response, request
+from flask import Flask, Response, has_request_context, request
 
+from ._base_url import PathMap, checked_base_url, path_map_for
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
 from .gate import ensure_gate, install_gates
@@ -94,24 +95,36 @@ class BailingState:
         return current
 
     def catalog(self) -> Catalog:
-        """The catalog of the current registry, memoised with it."""
+        """The catalog of the current registry, memoised with it (and with the path map)."""
         registry = self.registry()
+        paths = self.path_map()
         catalog = self._catalog
-        if catalog is not None and self._registry is registry:
+        if catalog is not None and self._registry is registry and catalog.path_map == paths:
             return catalog
         with self._lock:
-            if self._catalog is None or self._registry is not registry:
+            if (self._catalog is None or self._registry is not registry
+                    or self._catalog.path_map != paths):
                 catalog = build_catalog(
                     registry,
                     title=self.config("BAILING_CATALOG_TITLE") or self.app.name,
                     version=str(self.config("BAILING_CATALOG_VERSION")),
                     probe_path=self.config("BAILING_PROBE_PATH"),
+                    path_map=paths,
                 )
                 self._catalog = catalog
                 self._log_findings(catalog)
             else:
                 catalog = self._catalog
         return catalog
+
+    def path_map(self) -> PathMap | None:
+        """How routes become catalog paths under ``BAILING_BASE_URL``; ``None`` when unset.
+
+        The mount prefix is the request's (``BAILING_PUBLIC_PREFIX``, else
+        ``SCRIPT_NAME``); outside a request (CLI) ``BAILING_PUBLIC_PREFIX``,
+        else Flask's ``APPLICATION_ROOT``.
+        """
+        return path_map_for(self.middleware, self.app, request.environ if has_request_context() else None)
 
     def _log_findings(self, catalog: Catalog) -> None:
         for finding in catalog.findings:
@@ -181,14 +194,18 @@ class BailingState:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
         return HubClient(hub_url, self._first_client_token())
 
-    def chat_widget(self, entry: str, uid: str | None = None, **attrs: Any) -> Any:
-        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket."""
+    def chat_widget(self, entry: str, uid: str | None = None, *, chat_only: bool = False,
+                    **attrs: Any) -> Any:
+        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket.
+
+        ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
+        """
         from .tickets import sign_ticket, widget_script_tag
 
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
-        ticket = sign_ticket(self._first_client_token(), uid) if uid else None
+        ticket = sign_ticket(self._first_client_token(), uid, chat_only=chat_only) if uid else None
         return widget_script_tag(hub_url, entry, ticket, **attrs)
 
     # -- side effects ----------------------------------------------------------------
@@ -251,6 +268,7 @@ class Bailing:
             ),
             elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
             setting="BAILING_SECRETS",
+            base_url=checked_base_url(app.config.get("BAILING_BASE_URL")),
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)

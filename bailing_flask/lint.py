@@ -78,6 +78,9 @@ class CompiledTool:
     required: tuple[str, ...] = ()
     #: argument name -> "query" | "path" | "header" | "body", in JS property order
     param_in: Mapping[str, str] = field(default_factory=dict)
+    #: the hub's per-tool limit in calls per minute (``execution.rate_limit``
+    #: converted with JavaScript's ``Math.round``); ``None`` without a limit
+    rate_limit_per_min: float | None = None
 
 
 @dataclass(frozen=True)
@@ -746,6 +749,7 @@ class _Compiler:
             readonly=readonly,
             required=tuple(k for k in unique_required if isinstance(k, str)),
             param_in={k: param_in[k] for k in js_property_order(param_in)},
+            rate_limit_per_min=ann.rate_per_min,
         )
 
     def _confirm_when(self, raw: object, loc: str) -> list[_Condition] | None:
@@ -1188,6 +1192,16 @@ def _walk_integers(schema: object, where: str, depth: int = 0) -> list[str]:
     return found
 
 
+def _comma_free(items: Mapping[str, Any]) -> bool:
+    """Whether every string the item schema allows is free of ``,`` (as far as we can tell)."""
+    enum = items.get("enum")
+    if isinstance(enum, list) and enum:
+        return all(not (isinstance(v, str) and "," in v) for v in enum)
+    if "const" in items:
+        return not (isinstance(items["const"], str) and "," in items["const"])
+    return items.get("format") in ("uuid", "date", "date-time")
+
+
 def _is_free_text(schema: Mapping[str, Any]) -> bool:
     if (isinstance(schema.get("enum"), list) and schema["enum"]) or "const" in schema:
         return False
@@ -1370,15 +1384,7 @@ class _Hazards:
             declared[name] = where
             types = _schema_types(schema)
             if {"object", "array"} & set(types):
-                self.add(
-                    "warning",
-                    "non_scalar_param",
-                    loc,
-                    f"{where} parameter {name!r} has type {'/'.join(types)}; the hub sends "
-                    "String(value): arrays comma-joined, objects as [object Object].",
-                    "Declare scalar types for query/path/header parameters, or move the value "
-                    "into the JSON body.",
-                )
+                self._non_scalar(loc, where, name, schema, types)
             for field_name in _walk_integers(schema, name):
                 self._unsafe_integer(loc, field_name)
             if where == "header":
@@ -1394,6 +1400,68 @@ class _Hazards:
                     "to the query.",
                 )
         return declared
+
+    def _non_scalar(
+        self, loc: str, where: str, name: str, schema: Mapping[str, Any], types: list[str]
+    ) -> None:
+        """An array or object outside the body: say what the hub sends and what arrives.
+
+        The hub sends ``String(value)``: the items of an array joined with
+        ``,`` (nested arrays flattened, ``null`` items empty), an object as
+        ``[object Object]``. An array of scalars in the query works (the app
+        splits it on ``,``) unless an item may contain ``,``.
+        """
+        items = schema.get("items") if "array" in types else None
+        item_types = _schema_types(items) if isinstance(items, dict) else []
+        scalar_items = "object" not in types and bool(item_types) and all(
+            t in _SCALAR_TYPES or t == "string" for t in item_types
+        )
+        if where == "query" and scalar_items:
+            if "string" in item_types and not _comma_free(items):  # type: ignore[arg-type]
+                self.add(
+                    "warning",
+                    "array_query_item_comma",
+                    loc,
+                    f"Query parameter {name!r} is an array of strings. The hub sends String(value), "
+                    f"the items joined with ',' in one pair: [\"a,b\",\"c\"] is sent as "
+                    f"{name}=a%2Cb%2Cc and the app receives the text 'a,b,c', which bailing_flask "
+                    "splits into [\"a\",\"b\",\"c\"]: an item containing ',' cannot travel. "
+                    "[] and [\"\"] both arrive as an empty value (the empty array).",
+                    "Give the items an enum (or format uuid/date) without ',', or move the list "
+                    "into the JSON body of a non-GET tool.",
+                )
+            return
+        if "array" in types and where in ("query", "path"):
+            shape = "/".join(item_types) if item_types else "untyped"
+            sent = (f"{name}=a%2Cb%2Cc, and the app receives the text 'a,b,c'" if where == "query"
+                    else "the one path segment a%2Cb%2Cc, which the router hands over as the text "
+                         "'a,b,c'")
+            if scalar_items:  # a path parameter
+                detail = (f"[\"a\",\"b\",\"c\"] is sent as {sent}, not a list (an item "
+                          "containing ',' cannot be told apart either)")
+            else:
+                detail = (f"nested arrays are flattened ([[\"a\",\"b\"],[\"c\"]] is sent as "
+                          f"{sent}) and objects become [object Object]")
+            self.add(
+                "warning",
+                "non_scalar_param",
+                loc,
+                f"{where.capitalize()} parameter {name!r} is an array of {shape} items; the hub "
+                f"sends String(value): {detail}.",
+                "Declare a scalar type (or, in the query, an array of strings, integers, numbers "
+                "or booleans), or move the value into the JSON body.",
+            )
+            return
+        self.add(
+            "warning",
+            "non_scalar_param",
+            loc,
+            f"{where} parameter {name!r} has type {'/'.join(types)}; the hub sends "
+            "String(value): arrays comma-joined, objects as [object Object] (nothing of the "
+            "object arrives).",
+            "Declare scalar types for query/path/header parameters, or move the value "
+            "into the JSON body.",
+        )
 
     @staticmethod
     def _ignored_reason(prm: object) -> str | None:

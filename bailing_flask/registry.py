@@ -183,6 +183,26 @@ def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] 
     )
 
 
+def _comma_joined(parameter: dict[str, Any]) -> dict[str, Any]:
+    """Say in OpenAPI terms how the hub sends an array query parameter.
+
+    The hub sends ``String(value)``, the items joined with ``,`` in one
+    ``name=a,b`` pair: OpenAPI's ``style: form`` without ``explode``. The
+    gate splits it back (:mod:`bailing_flask.arguments`).
+    """
+    if "array" in _types(parameter.get("schema")):
+        parameter["style"] = "form"
+        parameter["explode"] = False
+    return parameter
+
+
+def _types(schema: Any) -> list[str]:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(raw, list):
+        return [t for t in raw if isinstance(t, str)]
+    return [raw] if isinstance(raw, str) else []
+
+
 def _parameters(
     rule: Any, options: ToolOptions, name: str, method: str, where: str
 ) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
@@ -228,7 +248,7 @@ def _parameters(
             if description:
                 parameter["description"] = description
             parameter["schema"] = prop_schema
-            parameters.append(parameter)
+            parameters.append(_comma_joined(parameter))
     query_params = [p for p in explicit.values() if p.location == "query"]
     header_params = [p for p in explicit.values() if p.location == "header"]
     for param in query_params + header_params:
@@ -236,7 +256,7 @@ def _parameters(
         if param.description:
             parameter["description"] = param.description
         parameter["schema"] = type_schema(param.type or str, where)
-        parameters.append(parameter)
+        parameters.append(_comma_joined(parameter) if param.location == "query" else parameter)
     if query_model is None:
         query_model = _param_model(name, query_params, where)
     elif query_params:
@@ -329,6 +349,20 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
                 "info", "custom_converter", key,
                 f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
                 None, "bailing",
+            ))
+    for parameter in tool.parameters:
+        if parameter.get("in") != "path" or "array" not in _types(parameter.get("schema")):
+            continue
+        variable = str(parameter.get("name"))
+        kind = tool.path_kinds.get(variable, "string")
+        if kind != "custom":
+            findings.append(Finding(
+                "error", "path_array_not_received", key,
+                f"path parameter {variable!r} is published as an array, but the hub sends "
+                "encodeURIComponent(String(value)): [\"a\",\"b\"] arrives as the one segment "
+                f"a%2Cb and Werkzeug's {kind} converter hands the view the string 'a,b', not a list",
+                "declare a scalar type for the path parameter, move the list to the query (the "
+                "gate splits it on ',') or use a URL converter that splits on ','", "bailing",
             ))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):

@@ -36,10 +36,18 @@ SETTINGS: tuple[Setting, ...] = (
             "before they are read completely."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
+    Setting("BAILING_BASE_URL", None,
+            "The base URL this tool source is registered with in the hub, e.g. "
+            "`https://shop.example.com/api` or `https://shop.example.com`. From its path the "
+            "catalog's tool paths and the path tool calls are verified against are derived, so "
+            "the app may be mounted under a prefix the base URL includes or not. Unset: the base "
+            "URL is taken to be where the app's root is served (SCRIPT_NAME or "
+            "BAILING_PUBLIC_PREFIX). `flask bailing check` prints what to register."),
     Setting("BAILING_PUBLIC_PREFIX", None,
             "The public path prefix in front of the app, when a reverse proxy strips it without "
-            "telling the app (no X-Forwarded-Prefix). Only the catalog fetch signs it (the full "
-            "path of the hub's spec_url); tool calls never do. Defaults to SCRIPT_NAME."),
+            "telling the app (no X-Forwarded-Prefix). The catalog fetch signs it (the full "
+            "path of the hub's spec_url); tool calls only when BAILING_BASE_URL leaves it out. "
+            "Defaults to SCRIPT_NAME."),
     Setting("BAILING_RAW_TARGET", "auto",
             "`auto`: sign the raw request target the server reports (RAW_URI/REQUEST_URI), "
             "else re-encode PATH_INFO. `reconstruct`: always re-encode (when REQUEST_URI was "

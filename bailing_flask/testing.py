@@ -188,10 +188,31 @@ class HubSimulator:
         else:
             self._app = target
             self._scheme, self._netloc, self._prefix = "http", "localhost", ""
+        # in-process: the test client serves the app under APPLICATION_ROOT (its
+        # SCRIPT_NAME); a public prefix in front of that is removed like a proxy would
+        self._script_name = ""
+        self._mount = ""
+        if self._app is not None:
+            self._in_process_paths()
         self.catalog_path = self._catalog_path(catalog_url)
         self._document: dict[str, Any] | None = None
 
     # -- transport -------------------------------------------------------------------
+
+    def _in_process_paths(self) -> None:
+        """Public paths of an in-process app: its mount prefix and its ``BAILING_BASE_URL``."""
+        from ._base_url import application_root
+        from .extension import Bailing
+
+        app = self._app
+        assert app is not None
+        middleware = Bailing.state(app).middleware
+        self._script_name = application_root(app)
+        prefix = middleware.public_prefix
+        self._mount = prefix if prefix is not None else self._script_name
+        # tool calls go to base_url + catalog path; without BAILING_BASE_URL the
+        # base URL is where the app's root is served
+        self._prefix = middleware.base_url.path if middleware.base_url is not None else self._mount
 
     def _catalog_path(self, catalog_url: str | None) -> str:
         if catalog_url is None:
@@ -199,7 +220,7 @@ class HubSimulator:
                 from .extension import Bailing
 
                 configured = Bailing.state(self._app).config("BAILING_CATALOG_PATH")
-                return str(configured)
+                return self._mount + str(configured)
             return self._prefix + "/.well-known/bailing/tools.json"
         parts = urlsplit(catalog_url)
         return parts.path + ("?" + parts.query if parts.query else "") if parts.scheme else catalog_url
@@ -209,10 +230,15 @@ class HubSimulator:
         """Send one request with the request-target exactly as given."""
         if self._app is not None:
             client = self._app.test_client()
-            path, _, query = wire_target.partition("?")
+            target = wire_target
+            mount = self._mount
+            if mount and (target == mount or target.startswith((mount + "/", mount + "?"))):
+                target = target[len(mount):] or "/"
+            path, _, query = target.partition("?")
+            raw_target = self._script_name + target
             response = client.open(
                 path, method=method, query_string=query, data=body, headers=dict(headers),
-                environ_overrides={"REQUEST_URI": wire_target, "RAW_URI": wire_target},
+                environ_overrides={"REQUEST_URI": raw_target, "RAW_URI": raw_target},
             )
             return HubResponse(response.status_code, dict(response.headers), response.get_data(), request)
         connection_class = (
@@ -317,6 +343,20 @@ class HubSimulator:
             headers["Content-Type"] = "application/json"
         headers.update(extra_headers)  # declared header parameters come last, like the hub
         return HubRequest(shape.method, path_with_query, headers, raw_body)
+
+    def missing_path_arguments(self, tool: str, args: Mapping[str, Any] | None = None) -> list[str]:
+        """Path parameters of ``tool`` that ``args`` leaves out (or sets to ``null``).
+
+        The hub would send such a call anyway, with the placeholder itself
+        (``{order_id}``, ``%7Border_id%7D`` on the wire), which the app
+        answers with 404: check first to say which argument is missing.
+        """
+        import re
+
+        shape = self._shape(tool)
+        given = {key for key, value in (args or {}).items() if value is not None}
+        names = re.findall(r"\{([^{}]+)\}", shape.path)
+        return [name for name in dict.fromkeys(names) if name not in given]
 
     def call(self, tool: str, args: Mapping[str, Any] | None = None, **options: Any) -> HubResponse:
         """Call a tool as the hub does and return the response."""

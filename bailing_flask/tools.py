@@ -205,6 +205,10 @@ class ToolOptions(_Model):
     idempotency_key: Callable[..., Any] | None = None
     idempotency: bool | None = None
     rerun_uncertain: bool | None = None
+    #: ``True``: a failure of this side effect (the view raised or answered 5xx)
+    #: never leaves anything behind, so the next identical call may run again.
+    #: Default: a failed side effect is uncertain and is never re-run by itself.
+    failure_is_atomic: bool | None = Field(default=None, strict=True)
 
     @field_validator("context")
     @classmethod

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._body import read_body
+from ._base_url import BaseURL, parse_base_url, strip_base
 from ._jsenc import encode_uri_component
+from ._wsgi_headers import with_content_length
 from .errors import ConfigurationError, SignatureError
 from .signing import Clock, Secrets, Verifier
 
@@ -181,6 +183,17 @@ def _prefix_matches(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
 
+def mount_prefix(environ: dict[str, Any], public_prefix: str | None) -> str:
+    """The public path in front of the application, percent-encoded, no trailing ``/``.
+
+    ``BAILING_PUBLIC_PREFIX`` when set (a proxy strips the prefix without
+    telling the app), else ``SCRIPT_NAME``.
+    """
+    if public_prefix is not None:
+        return public_prefix.rstrip("/")
+    return _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
+
+
 class BailingMiddleware:
     """Verify BailingHub's signed requests in front of a WSGI application.
 
@@ -195,9 +208,9 @@ class BailingMiddleware:
     :param catalog_path: the catalog's path relative to the application
         (verified with the full public path and an empty subject and job,
         as the hub signs its fetch); ``None`` if this app serves no catalog.
-    :param public_prefix: the path of the hub's ``base_url`` as the public
-        sees it. Defaults to ``SCRIPT_NAME``; set it when a proxy strips the
-        prefix without telling the app (no ``X-Forwarded-Prefix``).
+    :param public_prefix: the public path in front of the application.
+        Defaults to ``SCRIPT_NAME``; set it when a proxy strips the prefix
+        without telling the app (no ``X-Forwarded-Prefix``).
     :param require_signature: path prefixes (relative to the app) on which
         unsigned requests are refused, for applications that are not Flask.
     :param raw_target: ``"auto"`` signs the raw request target the server
@@ -214,6 +227,12 @@ class BailingMiddleware:
         paths; larger ones get 413 ``body_too_large`` before they are read
         past the limit (chunked uploads included).
     :param clock: current Unix time (tests).
+    :param base_url: the base URL this tool source is registered with in
+        the hub (``BAILING_BASE_URL``). Tool calls are then verified against
+        the public path (mount prefix + path) minus its path, so both an
+        origin base URL and one with the prefix work; ``None`` verifies
+        relative to the application, i.e. assumes the base URL is where the
+        application's root is served.
     """
 
     def __init__(
@@ -233,8 +252,10 @@ class BailingMiddleware:
         elsewhere_max_body_size: int = 4 * MiB,
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
+        base_url: str | None = None,
     ) -> None:
         self.app = app
+        self.base_url: BaseURL | None = parse_base_url(base_url, setting="base_url")
         self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
         if max_body_size < 0 or spool_threshold < 0 or elsewhere_max_body_size < 0:
             raise ConfigurationError(
@@ -311,7 +332,7 @@ class BailingMiddleware:
             signed_path = prefix + path
             subject_raw, job_id = "", ""
         else:
-            signed_path = path
+            signed_path = path if self.base_url is None else self._base_relative(environ, path)
             subject_raw = environ.get("HTTP_X_BAILING_ON_BEHALF_OF", "")
             job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
         if query:
@@ -373,12 +394,17 @@ class BailingMiddleware:
             rendered = default_error_response(error)
         status, headers, body = rendered
         status_line = _STATUS_TEXT.get(status) or f"{status} Error"
-        headers = list(headers) + [("Content-Length", str(len(body)))]
-        if error.status == 413:
-            # the rest of the body was not read: the connection cannot be reused
-            headers.append(("Connection", "close"))
-        start_response(status_line, headers)
+        # no hop-by-hop header (PEP 3333): after a 413 the server itself closes
+        # or drains the connection whose body was left unread
+        start_response(status_line, with_content_length(headers, body))
         return [body]
+
+    def _base_relative(self, environ: dict[str, Any], path: str) -> str:
+        """What the hub signed for a tool call: the public path minus the base URL's path."""
+        assert self.base_url is not None
+        public = mount_prefix(environ, self.public_prefix) + path
+        relative = strip_base(public, self.base_url.path)
+        return public if relative is None else relative  # not under base_url: cannot verify
 
 
 def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:

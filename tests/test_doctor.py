@@ -79,7 +79,8 @@ def shop(live_server):
 def test_healthy_deployment_passes_every_check(shop):
     base = shop()
     report = run_doctor(base, STRONG_SECRET, subject="t1:u1")
-    assert statuses(report) == {name: "pass" for name in CHECK_NAMES}, report.render()
+    assert statuses(report) == {name: "pass" for name in CHECK_NAMES if name != "base_url"}, (
+        report.render())
     assert report.ok
     access = report.catalog_access
     assert (access.status, access.signed_http, access.unsigned_http, access.invalid_http) == (

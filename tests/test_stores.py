@@ -298,6 +298,42 @@ def test_release_deletes_only_the_owners_in_progress_entry(store: IdempotencySto
     assert store.get("k1").state == "completed"  # type: ignore[union-attr]
 
 
+def test_mark_uncertain_makes_the_owners_entry_uncertain_at_once(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    first = reserve(store, "k1", "token-a").entry
+    assert not store.mark_uncertain("k1", token="token-b", note="not the owner")
+    assert reserve(store, "k1", "token-b").outcome == "in_progress"
+    assert store.mark_uncertain("k1", token="token-a", note="the view raised KeyError")
+    assert store.mark_uncertain("k1", token="token-a", note="the view raised KeyError")
+    seen = reserve(store, "k1", "token-c")
+    assert seen.outcome == "uncertain"
+    assert seen.entry.note == "the view raised KeyError"
+    assert seen.entry.token == "token-a"
+    assert seen.entry.expires_at == first.expires_at  # kept for operators as long as before
+    assert [entry.key for entry in store.list(state="uncertain")] == ["k1"]
+    # still the owner's: an operator's resolve or an opt-in take-over settles it
+    assert store.take_over("k1", old_token="token-a", new_token="token-d", lease_seconds=5)
+    assert reserve(store, "k1", "token-e").outcome == "in_progress"
+
+
+def test_mark_uncertain_leaves_completed_released_and_dead_entries_alone(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    assert not store.mark_uncertain("k0", token="token-a", note="never reserved")
+    reserve(store, "k1", "token-a")
+    complete(store, "k1", "token-a")
+    assert not store.mark_uncertain("k1", token="token-a", note="too late")
+    assert reserve(store, "k1", "token-b").outcome == "completed"
+    reserve(store, "k2", "token-a")
+    store.release("k2", token="token-a")
+    assert not store.mark_uncertain("k2", token="token-a", note="released")
+    reserve(store, "k3", "token-a", lease=10, retention=20)
+    clock.advance(20)
+    assert not store.mark_uncertain("k3", token="token-a", note="expired")
+    assert store.get("k3") is None
+
+
 # --- retention -----------------------------------------------------------------------
 
 
@@ -630,6 +666,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
         ),
         "complete": lambda: complete(store, "k-new", "t"),
         "release": lambda: store.release("k-new", token="t"),
+        "mark_uncertain": lambda: store.mark_uncertain("k-new", token="t", note="n"),
         "get": lambda: store.get("k-new"),
         "list": lambda: store.list(),
         "resolve": lambda: store.resolve("k-new", response=None, note="", retention_seconds=5),

@@ -8,12 +8,16 @@ runs it. The life of one key:
 
 ``reserve`` -> ``in_progress`` (this token owns it until ``lease_expires_at``)
   -> ``complete`` (the response is kept until ``expires_at``; repeats get it)
-  -> or ``release`` (5xx: the entry is deleted so a retry may run again).
+  -> or ``mark_uncertain`` (the side effect failed part-way: uncertain at once)
+  -> or ``release`` (the failure is known to be atomic: the entry is deleted
+  so a retry may run again).
 
 A lease that runs out without ``complete`` or ``release`` means the worker
 died somewhere inside the side effect. Nobody can tell whether it happened,
 so the entry is reported as *uncertain* and left for an operator to
-``resolve`` (the hub does the same and never auto-replays). Every check
+``resolve`` (the hub does the same and never auto-replays). A worker that
+is alive but saw its side effect fail says the same thing at once with
+``mark_uncertain``: a failure is not proof that nothing happened. Every check
 uses the store's injectable ``clock``, so tests can move time and all
 backends agree on the same rules:
 
@@ -249,6 +253,19 @@ class IdempotencyStore(ABC):
         Also accepted after the lease ran out, as long as nobody took over or
         resolved the entry: the worker was slow, not dead, and its answer
         settles the uncertainty. Retention restarts from now.
+        """
+
+    @abstractmethod
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        """Make an in-progress entry owned by ``token`` uncertain now, keeping ``note``.
+
+        For a worker whose side effect failed (the view raised or answered
+        5xx): part of it may have happened, so repeats are refused as
+        uncertain until an operator resolves the entry, exactly as if the
+        worker had died. The lease ends now; the token, the retention and
+        the meta are kept, so the same token may still ``complete`` it and a
+        ``take_over`` still needs it. ``False`` if there is no such live
+        in-progress entry; repeating the call for the same token is harmless.
         """
 
     @abstractmethod

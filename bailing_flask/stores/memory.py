@@ -130,6 +130,18 @@ class MemoryStore(IdempotencyStore):
             )
             return True
 
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._lock:
+            now = self.clock()
+            entry = self._live(key, now)
+            if entry is None or entry.state != "in_progress" or entry.token != token:
+                return False
+            self._entries[key] = dataclasses.replace(
+                entry, lease_expires_at=min(entry.lease_expires_at, now), note=note
+            )
+            return True
+
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
         with self._lock:

@@ -19,11 +19,20 @@ How it keeps the promises of :mod:`bailing_flask.stores.base`:
 ``redis`` (redis-py) is an optional dependency: ``pip install
 bailing_flask[redis]``. Redis Cluster is not supported (the scripts that
 clean up touch keys of several slots).
+
+At-most-once needs a Redis that keeps what it was told: on first use the
+store reads the server's persistence and eviction settings and logs a
+warning, naming the setting to change, when completed records would not
+survive a restart (no ``appendonly yes``) or could be evicted (a
+``maxmemory-policy`` other than ``noeviction``): a forgotten record lets a
+replayed call run its side effect again.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -58,6 +67,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import redis as redis_module
 
 __all__ = ["RedisStore"]
+
+logger = logging.getLogger("bailing_flask")
 
 #: Seconds to wait for a connection or an answer before StoreUnavailable.
 SOCKET_TIMEOUT = 2.0
@@ -103,6 +114,15 @@ if f[1] == 'completed' then return 1 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'expires_at', ARGV[3],
   'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+_MARK_UNCERTAIN = """
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at', 'lease_expires_at')
+if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= now then return 0 end
+if tonumber(f[4]) > now then redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[1]) end
+redis.call('HSET', KEYS[1], 'note', ARGV[3])
 return 1
 """
 
@@ -233,6 +253,10 @@ class RedisStore(IdempotencyStore):
     :param clock: returns the current Unix time (injectable for tests).
     :param prefix: put in front of every key, so several apps can share a
         Redis database.
+    :param check_persistence: on first use, read the server's persistence
+        and eviction settings and log a warning if completed records could
+        be lost (:meth:`persistence_warnings`). ``False`` only for a Redis
+        that is deliberately disposable (tests).
     """
 
     def __init__(
@@ -241,8 +265,11 @@ class RedisStore(IdempotencyStore):
         *,
         clock: Clock = time.time,
         prefix: str = "bailing:",
+        check_persistence: bool = True,
     ) -> None:
         super().__init__(clock=clock)
+        self._persistence_pending = bool(check_persistence)
+        self._persistence_lock = threading.Lock()
         redis = _import_redis()
         self._errors_caught: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
         if isinstance(url_or_client, str):
@@ -281,6 +308,7 @@ class RedisStore(IdempotencyStore):
         self._take_over = client.register_script(_TAKE_OVER)
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
+        self._mark_uncertain = client.register_script(_MARK_UNCERTAIN)
         self._resolve = client.register_script(_RESOLVE)
         self._remember = client.register_script(_REMEMBER_SIGNATURE)
         self._cleanup = client.register_script(_CLEANUP)
@@ -295,12 +323,109 @@ class RedisStore(IdempotencyStore):
         redis-py's messages name the host and the cause, never the password;
         the URL itself is only shown redacted.
         """
+        if self._persistence_pending:
+            self._check_persistence_once()
         try:
             yield
         except self._errors_caught as exc:
             raise StoreUnavailable(
                 f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
             ) from exc
+
+    # -- does the server keep what it is told? ----------------------------------------
+
+    def persistence_warnings(self) -> list[str]:
+        """Why completed records could disappear, read from the server; ``[]`` if nothing.
+
+        Reads ``appendonly``, ``save`` and the ``maxmemory`` settings with
+        ``CONFIG GET``, or, where ``CONFIG`` is disabled (managed Redis), what
+        ``INFO`` says. Each message names the setting to change.
+
+        :raises StoreUnavailable: if the server cannot be reached at all.
+        """
+        where = f"The Redis idempotency store at {self.display}"
+        with self._unchecked_errors():
+            settings = self._read_settings()
+        if settings is None:
+            return [f"{where} could not read the server's persistence settings (CONFIG and INFO "
+                    "refused). Make sure the server runs with appendonly yes and "
+                    "maxmemory-policy noeviction, or completed side effects may be forgotten and "
+                    "replayed calls run again."]
+        problems: list[str] = []
+        aof, save = settings.get("appendonly"), settings.get("save")
+        if aof == "no" and save == "":
+            problems.append(
+                f"{where} keeps nothing across a restart (appendonly no, save \"\"): when Redis "
+                "restarts, every completed side effect is forgotten and a replayed call runs "
+                "again. Set appendonly yes (appendfsync everysec or always) in redis.conf, or "
+                "CONFIG SET appendonly yes followed by CONFIG REWRITE.")
+        elif aof == "no":
+            snapshots = f"save {save!r}" if save is not None else "RDB snapshots at best"
+            problems.append(
+                f"{where} persists only by snapshots (appendonly no, {snapshots}): records "
+                "written since the last snapshot are lost when Redis stops without saving "
+                "(crash, kill, out of memory, power loss), and those calls could run again. Set "
+                "appendonly yes (appendfsync everysec or always).")
+        policy, maxmemory = settings.get("maxmemory-policy"), settings.get("maxmemory")
+        if policy not in (None, "noeviction") and maxmemory not in (None, "0"):
+            problems.append(
+                f"{where} may evict keys under memory pressure (maxmemory-policy {policy}); every "
+                "record has a TTL, so volatile-* policies evict them too, and an evicted record "
+                "lets a replayed call run again. Set maxmemory-policy noeviction (or give this "
+                "store a Redis of its own).")
+        return problems
+
+    def _read_settings(self) -> dict[str, str] | None:
+        """The relevant server settings, as strings; ``None`` if neither source answers."""
+        redis_errors = self._errors_caught
+        try:
+            found: dict[str, str] = {}
+            for pattern in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
+                found.update({str(k): str(v) for k, v in self._client.config_get(pattern).items()})
+            return found
+        except redis_errors as exc:
+            if _unreachable(exc):
+                raise
+        try:
+            persistence = self._client.info("persistence")
+            memory = self._client.info("memory")
+        except redis_errors as exc:
+            if _unreachable(exc):
+                raise
+            return None
+        found = {"appendonly": "yes" if str(persistence.get("aof_enabled")) == "1" else "no"}
+        if "maxmemory" in memory:
+            found["maxmemory"] = str(memory["maxmemory"])
+        if "maxmemory_policy" in memory:
+            found["maxmemory-policy"] = str(memory["maxmemory_policy"])
+        return found
+
+    @contextmanager
+    def _unchecked_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._errors_caught as exc:
+            raise StoreUnavailable(
+                f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _check_persistence_once(self) -> None:
+        """Log :meth:`persistence_warnings` once per store, never failing the caller."""
+        with self._persistence_lock:
+            if not self._persistence_pending:
+                return
+            self._persistence_pending = False
+        try:
+            problems = self.persistence_warnings()
+        except StoreUnavailable:
+            self._persistence_pending = True  # unreachable now: look again on the next use
+            return
+        except Exception:  # a check must never break a side effect
+            logger.warning("bailing: could not check the persistence of the Redis idempotency "
+                           "store at %s", self.display, exc_info=True)
+            return
+        for problem in problems:
+            logger.warning("bailing: %s", problem)
 
     def _key(self, key: str) -> str:
         return self._entry_ns + key
@@ -380,6 +505,12 @@ class RedisStore(IdempotencyStore):
                     ],
                 )
             )
+
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            return bool(self._mark_uncertain(keys=[self._key(key)],
+                                             args=[_num(self.clock()), token, note]))
 
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
@@ -504,8 +635,15 @@ class RedisStore(IdempotencyStore):
         A client passed in belongs to the caller and is left open.
         """
         if self._owns_client:
-            with self._errors():
+            with self._unchecked_errors():
                 self._client.close()
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection or timeout problem (as opposed to a refused command)."""
+    import redis
+
+    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
 
 
 def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:

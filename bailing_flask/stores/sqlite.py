@@ -377,6 +377,17 @@ class SQLiteStore(IdempotencyStore):
             )
             return True
 
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            now = self.clock()
+            cursor = self._connection().execute(
+                "UPDATE bailing_idempotency SET lease_expires_at = MIN(lease_expires_at, ?), "
+                "note = ? WHERE key = ? AND token = ? AND state = 'in_progress' AND expires_at > ?",
+                (now, note, key, token, now),
+            )
+            return cursor.rowcount == 1
+
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
         with self._errors():
