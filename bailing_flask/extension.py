@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from flask import Flask, Response, request
 
+from ._sync import call_sync, check_async_support
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
 from .gate import install_gates
@@ -131,7 +132,7 @@ class BailingState:
         """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
         handler = self.ext.error_handler_func
         if handler is not None:
-            rendered = handler(info)
+            rendered = call_sync(handler, info)
             if rendered is not None:
                 response = self.app.make_response(rendered)
                 return response
@@ -292,27 +293,38 @@ class Bailing:
         return _tool(target, **options)
 
     def authorizer(self, func: F) -> F:
-        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows."""
+        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the authorizer")
         self.authorizer_func = func
         return func
 
     def subject_loader(self, func: F) -> F:
-        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user."""
+        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the subject loader")
         self.subject_loader_func = func
         return func
 
     def error_handler(self, func: F) -> F:
         """Register ``func(error: ErrorInfo) -> response | None`` to restyle refusals."""
+        check_async_support(func, "the error handler")
         self.error_handler_func = func
         return func
 
     def job_finished(self, func: F) -> F:
         """Handle the hub's ``callback_url`` POST: ``func(job: JobRecord)``, once per event."""
+        check_async_support(func, "the job_finished handler")
         self.callback_handlers["job"] = func
         return func
 
     def delivery(self, func: F) -> F:
         """Handle a route's delivery webhook: ``func(delivery: DeliveryWebhook)``."""
+        check_async_support(func, "the delivery handler")
         self.callback_handlers["delivery"] = func
         return func
 
@@ -322,6 +334,7 @@ class Bailing:
         Decide later with :meth:`hub_client` and
         :meth:`~bailing_flask.hub_client.HubClient.decide_approval`.
         """
+        check_async_support(func, "the approval_request handler")
         self.callback_handlers["approval"] = func
         return func
 

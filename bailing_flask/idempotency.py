@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from flask import Response
 
+from ._sync import call_sync
 from .responses import ErrorInfo
 from .stores import (
     EntryMeta,
@@ -59,7 +60,7 @@ def call_key(tool: Tool, call: ToolCall) -> str:
     """The store key of a call: signed material, or the tool's own domain key."""
     domain = tool.options.idempotency_key
     if domain is not None:
-        material = f"domain\n{tool.name}\n{domain(call)}"
+        material = f"domain\n{tool.name}\n{call_sync(domain, call)}"
         return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
     return "idem:" + call.verified.identity
 

@@ -18,6 +18,7 @@ from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ._schema import converter_schema, model_schema, type_schema
+from ._sync import asgiref_available, is_async_callable
 from .errors import ToolDeclarationError
 from .lint import Finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
@@ -319,6 +320,14 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
                 f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
                 None, "bailing",
             ))
+    view = tool.declaration.view if tool.declaration is not None else None
+    if view is not None and is_async_callable(view) and not asgiref_available():
+        findings.append(Finding(
+            "error", "async_view_without_flask_async", key,
+            f"{tool.view_name} is async def, which Flask only runs with its async support; every "
+            "call would fail with a server error",
+            "install flask[async] (asgiref)", "bailing",
+        ))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
         findings.append(Finding(

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ToolDeclarationError
+from .errors import ConfigurationError, ToolDeclarationError
 
 __all__ = [
     "tool",
@@ -274,12 +274,20 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
         elif isinstance(value, str) and key in ("approval_when", "tags", "methods", "context"):
             options[key] = (value,)
     try:
-        return ToolOptions(**options)
+        validated = ToolOptions(**options)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
         )
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
+    from ._sync import check_async_support
+
+    for option in ("authorizer", "idempotency_key"):
+        try:
+            check_async_support(getattr(validated, option), f"{option}= of {where}")
+        except ConfigurationError as exc:
+            raise ToolDeclarationError(str(exc)) from None
+    return validated
 
 
 def get_declaration(view: Any) -> Declaration | None:
