@@ -62,7 +62,11 @@ def export_command(output: str | None, indent: int | None) -> None:
 @bailing_cli.command("check")
 def check_command() -> None:
     """Lint the catalog like the hub compiles it; exit 1 on errors."""
-    catalog = _state().catalog()
+    state = _state()
+    if not state.has_secret:
+        click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
+                   "every hub request (503 not_configured) until it holds the provider secret", err=True)
+    catalog = state.catalog()
     _print_findings(catalog.findings)
     errors = len(catalog.errors)
     warnings = sum(1 for f in catalog.findings if f.severity == "warning")
@@ -174,7 +178,10 @@ def _first_secret() -> str:
         current_app.config.get("BAILING_SECRETS") or current_app.config.get("BAILING_SECRET")
     )
     if secret is None:
-        raise click.ClickException("no secret: set BAILING_SECRETS or pass --secret")
+        raise click.ClickException(
+            "this command needs the provider secret: set BAILING_SECRETS (the tool source's secret "
+            "in the hub) or pass --secret"
+        )
     return secret
 
 

@@ -58,6 +58,11 @@ class BailingState:
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
 
+    @property
+    def has_secret(self) -> bool:
+        """Whether a provider secret is configured (without one every hub request is refused)."""
+        return self.middleware.verifier is not None
+
     # -- compiled views of the app ------------------------------------------------
 
     def registry(self) -> Registry:
@@ -243,6 +248,9 @@ class Bailing:
             ),
             elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
             setting="BAILING_SECRETS",
+            # commands that do not talk to the hub (flask routes, migrations) must run
+            # without the secret; serving stays closed: every signed request is refused
+            missing_secret="refuse",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)

@@ -26,8 +26,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_SECRETS", None,
             "Provider secret(s) of this tool source in the hub: a string, a list (rotation; "
-            "labelled by index) or a mapping label -> secret. Required: the app refuses to start "
-            "without one. `BAILING_SECRET` (one string) is accepted too."),
+            "labelled by index) or a mapping label -> secret. `BAILING_SECRET` (one string) is "
+            "accepted too. Without one the app still starts, so commands that do not talk to the hub "
+            "(`flask routes`, migrations, your own) run, but every signed request is refused with "
+            "503 `not_configured` and logged as an error; an empty or malformed secret in a list or "
+            "mapping is refused at start-up."),
     Setting("BAILING_WINDOW", 300,
             "Accepted clock difference in seconds for tool calls, exclusive and symmetric "
             "(1-3600). The hub's SDKs use 300."),
