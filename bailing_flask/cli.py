@@ -82,7 +82,7 @@ def tools_command() -> None:
     registry = state.registry()
     catalog = state.catalog()
     excluded = set(catalog.excluded)
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "DEDUP", "NOTE")]
     for tool in registry.tools:
         note = []
         if tool.operation_key in excluded:
@@ -94,11 +94,15 @@ def tools_command() -> None:
         if tool.sensitive:
             note.append("sensitive")
         if tool.side_effecting:
-            note.append("side effect")
-        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+            note.append("side effect (hub sends an idempotency key)")
+        elif tool.idempotent and tool.method != "GET" and not tool.readonly:
+            note.append("idempotent: the hub may retry")
+        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, tool.deduplication,
+                     ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
-        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
+                   .rstrip())
     if registry.not_exported:
         click.echo("\nDeclared but not exported:")
         for item in registry.not_exported:

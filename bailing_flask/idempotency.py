@@ -111,12 +111,12 @@ class Idempotency:
 
     @staticmethod
     def applies(tool: Tool) -> bool:
-        """Side-effecting tools (exactly when the hub sends the key) and explicit opt-ins."""
-        if tool.options.idempotency is False:
-            return False
-        return tool.side_effecting or tool.options.idempotency_key is not None or bool(
-            tool.options.idempotency
-        )
+        """Every tool that can change something, unless ``deduplicate=False`` (see :attr:`Tool.deduplicated`).
+
+        ``idempotent=True`` does not turn this off: it tells the hub the call
+        may be repeated, which is exactly when a repeat must not run twice.
+        """
+        return tool.deduplicated
 
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""

@@ -68,6 +68,27 @@ class Tool:
         return not self.readonly and not self.idempotent
 
     @property
+    def deduplicated(self) -> bool:
+        """Whether bailing_flask runs a repeated identical call once (see idempotency).
+
+        Every tool that can change something (a non-GET tool not declared
+        ``readonly``) is de-duplicated, whatever ``idempotent=`` tells the
+        hub; ``deduplicate=`` overrides, and a domain key always applies.
+        """
+        if self.options.deduplicate is not None:
+            return self.options.deduplicate
+        return not self.readonly or self.options.idempotency_key is not None
+
+    @property
+    def deduplication(self) -> str:
+        """How repeats are recognised, for listings: signed call, domain key, off or ``-``."""
+        if not self.deduplicated:
+            return "off (deduplicate=False)" if self.options.deduplicate is False else "-"
+        if self.options.idempotency_key is not None:
+            return "domain key"
+        return "signed call"
+
+    @property
     def operation_key(self) -> str:
         """``"<METHOD> <path>"``, the key the hub's diagnostics use."""
         return f"{self.method} {self.path}"
@@ -320,6 +341,22 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
                 f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
                 None, "bailing",
             ))
+    if tool.idempotent and tool.method != "GET" and not tool.readonly:
+        findings.append(Finding(
+            "info", "idempotent_write", key,
+            f"idempotent=True on {tool.name!r} tells the hub the call is safe to repeat: it sends no "
+            "idempotency key and may retry it. bailing_flask still runs an identical signed call "
+            "once (" + ("deduplicate=False turns that off" if tool.deduplicated else
+                        "but deduplicate=False turned that off") + ")",
+            None, "bailing",
+        ))
+    if tool.options.validate_unsigned and not tool.options.allow_unsigned:
+        findings.append(Finding(
+            "warning", "validate_unsigned_without_allow_unsigned", key,
+            f"validate_unsigned=True on {tool.name!r} has no effect: without allow_unsigned=True "
+            "unsigned requests are refused before any validation",
+            "add allow_unsigned=True, or drop validate_unsigned", "bailing",
+        ))
     view = tool.declaration.view if tool.declaration is not None else None
     if view is not None and is_async_callable(view) and not asgiref_available():
         findings.append(Finding(

@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
@@ -195,8 +196,25 @@ class ToolOptions(_Model):
     authorizer: Callable[..., Any] | None = None
     allow_unsigned: bool | None = None
     idempotency_key: Callable[..., Any] | None = None
-    idempotency: bool | None = None
+    deduplicate: bool | None = None
     rerun_uncertain: bool | None = None
+    validate_unsigned: bool | None = None
+
+    @model_validator(mode="after")
+    def _deduplication_is_consistent(self) -> ToolOptions:
+        if self.deduplicate is False and self.idempotency_key is not None:
+            raise ValueError(
+                "deduplicate=False contradicts idempotency_key= (a domain key is a way to "
+                "de-duplicate); drop one of them"
+            )
+        if self.deduplicate is False and self.rerun_uncertain:
+            raise ValueError(
+                "rerun_uncertain=True only applies to de-duplicated calls, and deduplicate=False "
+                "turns de-duplication off; drop one of them"
+            )
+        if self.validate_unsigned and self.allow_unsigned is False:
+            raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
+        return self
 
     @field_validator("context")
     @classmethod
@@ -266,7 +284,26 @@ def _describe(target: Any) -> str:
     return f"{module}.{getattr(target, '__qualname__', repr(target))}"
 
 
+def _renamed(options: dict[str, Any], where: str) -> None:
+    """``idempotency=`` is ``deduplicate=`` now: three letters from ``idempotent=`` was too close."""
+    if "idempotency" not in options:
+        return
+    if "deduplicate" in options:
+        raise ToolDeclarationError(
+            f"invalid tool declaration on {where}: idempotency= is the old name of deduplicate=; "
+            "give only deduplicate="
+        )
+    warnings.warn(
+        f"{where}: idempotency= is renamed deduplicate= (whether bailing_flask runs a repeated "
+        "signed call once); it is unrelated to idempotent=, which only tells the hub the call is "
+        "safe to retry",
+        DeprecationWarning, stacklevel=4,
+    )
+    options["deduplicate"] = options.pop("idempotency")
+
+
 def _validate(options: dict[str, Any], where: str) -> ToolOptions:
+    _renamed(options, where)
     for key in ("approval_when", "examples", "context", "tags", "methods", "params"):
         value = options.get(key)
         if isinstance(value, (list, set)):

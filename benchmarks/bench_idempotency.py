@@ -7,7 +7,7 @@ same two tools:
 * ``POST /api/refunds`` - a side-effecting tool (a POST with a small pydantic
   body model): every call reserves an entry in the store, runs the view and
   records the response;
-* ``POST /api/refunds/plain`` - the same tool with ``idempotency=False``.
+* ``POST /api/refunds/plain`` - the same tool with ``deduplicate=False``.
 
 The view does trivial work (returns a small JSON object, status 201). Every
 request is a **new call**: a fresh job id (so a new signature and a new call
@@ -86,7 +86,7 @@ def make_app(store_url: str) -> Flask:
         return {"ok": True, "order_id": current_call.args["order_id"]}, 201
 
     @app.post(PLAIN_PATH)
-    @tool(scope="refund.write", body=RefundBody, idempotency=False)
+    @tool(scope="refund.write", body=RefundBody, deduplicate=False)
     def refund_create_plain() -> Any:
         """The same tool, not de-duplicated."""
         return {"ok": True, "order_id": current_call.args["order_id"]}, 201
@@ -206,7 +206,7 @@ def _compare_store(
         numerator="off",
         denominator=name,
         metric=(f"req/s new side-effecting calls with the {label} store / req/s of the "
-                "same tool with idempotency=False" + ("" if target is not None else " (no target)")),
+                "same tool with deduplicate=False" + ("" if target is not None else " (no target)")),
         op=">=" if target is not None else "",
         threshold=target if target is not None else 0.0,
         extra={

@@ -230,7 +230,8 @@ def customer_update_phone(customer_id: int) -> Any:
 
     ``sensitive=True`` keeps the number out of the hub's audit and ours;
     ``idempotent=True`` because setting the same number twice is harmless,
-    so the hub may retry it and no idempotency record is needed.
+    so the hub may retry it (and sends no idempotency key); an identical
+    signed call is still answered once, from the idempotency record.
     """
     phone = cast(PhoneBody, current_call.body).phone
     try:
