@@ -8,10 +8,12 @@ detail.
 from __future__ import annotations
 
 from .context import (
+    Arguments,
     ToolCall,
     ToolInfo,
     current_call,
     current_subject,
+    get_arguments,
     get_current_call,
     get_current_subject,
 )
@@ -39,6 +41,7 @@ from .wsgi import BailingMiddleware, UnsignedHeaders, VerifiedCall
 __version__ = "0.1.0"
 
 __all__ = [
+    "Arguments",
     "Bailing",
     "BailingError",
     "ErrorInfo",
@@ -47,6 +50,7 @@ __all__ = [
     "ToolInfo",
     "current_call",
     "current_subject",
+    "get_arguments",
     "get_current_call",
     "get_current_subject",
     "tool",

@@ -29,7 +29,7 @@ from flask import Response, current_app, request
 
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
-from .context import TOOL_CALL_KEY, ToolCall
+from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from .responses import ErrorInfo
 from .signals import tool_called, tool_denied
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
@@ -61,6 +61,13 @@ def _state() -> BailingState:
 
 def _names(errors: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
+
+
+def _argument_refusal(exc: ArgumentError) -> ErrorInfo:
+    details: dict[str, Any] = {"parameters": _names(exc.errors)}
+    if exc.reason != "unknown_parameter":
+        details["errors"] = exc.errors[:_MAX_NAMES]
+    return ErrorInfo.make(exc.reason, **details)
 
 
 def install_gates(state: BailingState, registry: Registry) -> None:
@@ -157,6 +164,13 @@ def run_gate(
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None:
         if tool.options.allow_unsigned:
+            if tool.options.validate_unsigned:
+                # a shared route: the human's request gets the same validation as the hub's
+                try:
+                    validated = validate_arguments(tool, request, dict(kwargs), human=True)
+                except ArgumentError as exc:
+                    return state.error_response(_argument_refusal(exc))
+                environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
             environ[GATE_KEY] = tool
             return current_app.make_response(call_view())
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
@@ -180,10 +194,7 @@ def run_gate(
     try:
         validated = validate_arguments(tool, request, dict(kwargs))
     except ArgumentError as exc:
-        details: dict[str, Any] = {"parameters": _names(exc.errors)}
-        if exc.reason != "unknown_parameter":
-            details["errors"] = exc.errors[:_MAX_NAMES]
-        return _refuse(state, tool, verified, ErrorInfo.make(exc.reason, **details))
+        return _refuse(state, tool, verified, _argument_refusal(exc))
     call = ToolCall(
         verified=verified, tool=tool_info(tool), user=user, args=validated.args,
         query=validated.query, body=validated.body,
