@@ -302,6 +302,9 @@ class BailingMiddleware:
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
         environ[ENVIRON_KEY] = call
+        # the hub sends no cookies: one on a signed request was added by someone else, and
+        # must not make the hub's call ride (or become) a browser session
+        environ.pop("HTTP_COOKIE", None)
         result = self.app(environ, start_response)
         if spilled is not None:
             return _ClosingIterable(result, spilled.close)
