@@ -25,6 +25,7 @@ from .errors import (
     ToolDeclarationError,
 )
 from .extension import Bailing
+from .integrations import is_hub_request, is_tool_call, rate_limit_key
 from .responses import ErrorInfo, tool_result
 from .signing import (
     CallbackVerifier,
@@ -53,6 +54,9 @@ __all__ = [
     "get_arguments",
     "get_current_call",
     "get_current_subject",
+    "is_hub_request",
+    "is_tool_call",
+    "rate_limit_key",
     "tool",
     "tool_defaults",
     "tool_result",

@@ -20,6 +20,7 @@ from ._sync import call_sync, check_async_support
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
 from .gate import install_gates
+from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from .registry import Registry, build_registry
 from .responses import ErrorInfo, json_response
 from .settings import DEFAULTS
@@ -54,6 +55,8 @@ class BailingState:
 
         self.idempotency = Idempotency(self)
         self._callback_verifier: Any = None
+        #: the package's own blueprints (catalog and probe, callbacks)
+        self.blueprints: tuple[Any, ...] = ()
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -215,6 +218,8 @@ class Bailing:
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
+        #: called by the gate with every admitted :class:`ToolCall` (integrations)
+        self.admission_hooks: list[Callable[[Any], None]] = []
         if app is not None:
             self.init_app(app)
 
@@ -260,8 +265,12 @@ class Bailing:
         from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
 
-        app.register_blueprint(make_blueprint(state))
-        app.register_blueprint(make_callbacks_blueprint(state))
+        state.blueprints = (make_blueprint(state), make_callbacks_blueprint(state))
+        for blueprint in state.blueprints:
+            app.register_blueprint(blueprint)
+        app.teardown_request(forget_bridged_user)
+        if app.config["BAILING_CSRF_EXEMPT"]:
+            exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
         from .cli import bailing_cli
 
@@ -284,6 +293,9 @@ class Bailing:
                     state.registry()
                     return None
                 compiled.append(True)
+                if app.config["BAILING_CSRF_EXEMPT"]:
+                    # CSRFProtect initialised after Bailing: its check runs after this hook
+                    exempt_tool_calls_from_csrf(app)
                 state.catalog()  # compile early so declaration problems are logged at start-up
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
@@ -293,6 +305,24 @@ class Bailing:
                     # without a registry no gate stands in front of this tool: fail closed
                     return state.error_response(ErrorInfo.make("catalog_unavailable"))
             return None
+
+    # -- integrations -----------------------------------------------------------------
+
+    def bridge_flask_login(self, login_manager: Any) -> FlaskLoginBridge:
+        """Make Flask-Login's ``current_user`` the subject loader's user for admitted calls.
+
+        Only for a verified call to a declared tool that the gate admitted,
+        for that request only, without touching the session: a signed
+        request to any other route, or a refused call, never gets a user.
+        ``@login_required`` and ``MethodView.decorators = [login_required]``
+        then work for hub calls unchanged; ``fresh_login_required`` refuses
+        them (``403 fresh_login_required``: a hub call is never a fresh
+        login). The subject loader must return the objects your
+        ``user_loader`` returns. See :class:`~bailing_flask.integrations.FlaskLoginBridge`.
+        """
+        bridge = FlaskLoginBridge(login_manager)
+        self.admission_hooks.append(bridge.admit)
+        return bridge
 
     # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
 

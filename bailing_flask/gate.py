@@ -209,6 +209,8 @@ def run_gate(
     call = call.admitted()
     environ[TOOL_CALL_KEY] = call
     environ[GATE_KEY] = tool
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        hook(call)
 
     def execute() -> Response:
         return current_app.make_response(call_view())

@@ -36,6 +36,8 @@ REASON_STATUS: dict[str, int] = {
     "tool_not_registered": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
+    "login_required": 403,
+    "fresh_login_required": 403,
 }
 
 _MESSAGES: dict[str, str] = {
@@ -66,6 +68,14 @@ _MESSAGES: dict[str, str] = {
     ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",
+    "login_required": (
+        "This tool's view requires a logged-in user, and the call's subject is anonymous or not "
+        "a user of this application."
+    ),
+    "fresh_login_required": (
+        "This tool's view requires a fresh interactive login, which a call through BailingHub "
+        "never is; it cannot be used as a tool."
+    ),
 }
 
 #: The coarse ``error`` code (what the hub's SDKs would answer) per reason.
