@@ -38,7 +38,7 @@ class _HubSchema(GenerateJsonSchema):
 
     def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
         def bound(key: str) -> float | None:
-            value = schema.get(key)  # type: ignore[misc]
+            value: Any = schema.get(key)  # type: ignore[misc]
             return None if value is None else float(value)
 
         return self.float_schema(core_schema.float_schema(

@@ -60,9 +60,30 @@ def export_command(output: str | None, indent: int | None) -> None:
 
 
 @bailing_cli.command("check")
-def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors."""
+@click.option("--exercise", is_flag=True,
+              help="Also send, in process, a request signed like the hub's to every declared tool "
+                   "(every method) and check that bailing_flask answered it, naming whatever else did.")
+@click.option("--subject", default=None,
+              help="With --exercise: a real subject, for the view's decorators and for calls to "
+                   "read-only tools (their views run).")
+@click.option("--json", "as_json", is_flag=True, help="With --exercise: print the exercise as JSON.")
+def check_command(exercise: bool, subject: str | None, as_json: bool) -> None:
+    """Lint the catalog like the hub compiles it; exit 1 on errors.
+
+    With --exercise, every tool also gets the hub's request with the probe
+    subject __bailing_authz_probe__:nobody, which the gate must refuse, so
+    no view and no side effect runs; then the same request admitted without
+    asking the authorizer, so the view's own decorators run while the view
+    itself is stopped before it starts. Anything that answered instead of
+    the package (a before_request function, Flask-Login, CSRF, a limiter, a
+    redirect, a 404, an HTML error page, a cached response) is named with a
+    fix, and the exit status is 1.
+    """
     state = _state()
+    if exercise and not state.has_secret:
+        raise click.ClickException(
+            "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
+        )
     if not state.has_secret:
         click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
                    "every hub request (503 not_configured) until it holds the provider secret", err=True)
@@ -71,7 +92,14 @@ def check_command() -> None:
     errors = len(catalog.errors)
     warnings = sum(1 for f in catalog.findings if f.severity == "warning")
     click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
-    if errors:
+    failed = False
+    if exercise:
+        from .exercise import run_exercise
+
+        report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
+        click.echo(json.dumps(report.to_dict(), indent=2) if as_json else "\n" + report.render())
+        failed = not report.ok
+    if errors or failed:
         sys.exit(1)
 
 

@@ -22,7 +22,7 @@ from .errors import ConfigurationError, SignatureError
 from .gate import install_gates
 from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from .registry import Registry, build_registry
-from .responses import ErrorInfo, json_response
+from .responses import REASON_HEADER, ErrorInfo, json_response
 from .settings import DEFAULTS
 from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
@@ -143,8 +143,10 @@ class BailingState:
             rendered = call_sync(handler, info)
             if rendered is not None:
                 response = self.app.make_response(rendered)
+                response.headers[REASON_HEADER] = info.reason
                 return response
-        return json_response(info.payload(), info.status, {"Cache-Control": "no-store"})
+        return json_response(info.payload(), info.status,
+                             {"Cache-Control": "no-store", REASON_HEADER: info.reason})
 
     def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
         """Middleware refusals go through the same hook (inside an app context)."""

@@ -30,7 +30,8 @@ from flask import Response, current_app, request
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
-from .responses import ErrorInfo
+from .tools import get_declaration
+from .responses import ErrorInfo, json_response
 from .signals import tool_called, tool_denied
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
@@ -46,8 +47,54 @@ audit_logger = logging.getLogger("bailing_flask.audit")
 
 #: Set in the environ once the gate admitted a call (the :class:`Tool`).
 GATE_KEY = "bailing.gate"
+#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
+#: Only code in the same process can put it there: no client can set an environ key.
+EXERCISE_KEY = "bailing.exercise"
 _GATED_ATTR = "__bailing_gate__"
 _MAX_NAMES = 20
+
+
+class ExerciseProbe:
+    """What the gate and the declared view saw during one exercise request.
+
+    ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
+    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate, the view's own decorators run up to the declared view, which is
+    never called) or ``"subject"`` (a real subject on a read-only tool: the
+    view runs).
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        #: ``"refused"`` or ``"admitted"`` once the gate decided
+        self.gate: str | None = None
+        self.reason: str | None = None
+        self.status: int | None = None
+        #: the declared view was reached (in ``stack`` mode: and not called)
+        self.reached_view = False
+        #: the registered view does not lead to the declaration (``@tool`` above the route)
+        self.unguarded = False
+        #: ``(function, exception or None)`` of a ``before_request`` function that answered
+        self.hook: tuple[Any, BaseException | None] | None = None
+        #: the Flask-Login method that was called (``unauthorized``/``needs_refresh``)
+        self.flask_login: str | None = None
+
+
+class ExerciseStop(Exception):
+    """Raised where the declared view would run, in ``stack`` mode; caught by the gate.
+
+    An exception rather than a response, so that a caching decorator on the
+    way stores nothing.
+    """
+
+
+def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
+    probe = environ.get(EXERCISE_KEY)
+    return probe if isinstance(probe, ExerciseProbe) else None
+
+
+def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
+    return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
 
 
 def _state() -> BailingState:
@@ -80,12 +127,15 @@ def install_gates(state: BailingState, registry: Registry) -> None:
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+    # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
+    declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
+
     def gated_view(**kwargs: Any) -> Any:
         tool = state.registry().lookup(endpoint, request.method)
         call_view = functools.partial(current_app.ensure_sync(view), **kwargs)
         if tool is None:  # a method of this endpoint that is not a tool
             return call_view()
-        return run_gate(state, tool, call_view, kwargs)
+        return run_gate(state, tool, call_view, kwargs, stack="declared" if declared else "unguarded")
 
     functools.update_wrapper(gated_view, view)
     setattr(gated_view, _GATED_ATTR, state)
@@ -102,15 +152,23 @@ def run_declared_view(
     or called the tool's function from another view), the gate runs here,
     and a declaration the registry cannot see fails closed.
     """
+    environ = request.environ
+    probe = _exercise(environ)
+    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
+        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+        probe.reached_view = True
+        raise ExerciseStop()
     call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
-    if request.environ.get(GATE_KEY) is not None:
+    if environ.get(GATE_KEY) is not None:
+        if probe is not None:
+            probe.reached_view = True
         return call_view()
     state = _state()
     registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     tool = registry.lookup(endpoint, request.method)
     if tool is not None and tool.declaration is declaration:
-        return run_gate(state, tool, call_view, kwargs)
+        return run_gate(state, tool, call_view, kwargs, stack="view")
     if registry.saw(declaration):
         # a method this declaration does not export, or the app calling its own function
         return call_view()
@@ -157,9 +215,15 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 
 def run_gate(
-    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any]
+    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+    stack: str = "declared",
 ) -> Response:
-    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted."""
+    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
+
+    ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
+    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
+    (a stack without it) or ``"view"`` (the declared view itself).
+    """
     environ = request.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None:
@@ -200,17 +264,35 @@ def run_gate(
         query=validated.query, body=validated.body,
     )
     environ[TOOL_CALL_KEY] = call
-    decision = decide(tool, call, state.ext.authorizer_func)
-    if not decision.allowed:
-        return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-    replayed = state.idempotency.check_replay(tool, call)
-    if replayed is not None:
-        return _refuse(state, tool, verified, replayed, call)
+    probe = _exercise(environ)
+    if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
+        decision = decide(tool, call, state.ext.authorizer_func)
+        if not decision.allowed:
+            return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+    if probe is None or probe.mode == "subject":
+        replayed = state.idempotency.check_replay(tool, call)
+        if replayed is not None:
+            return _refuse(state, tool, verified, replayed, call)
     call = call.admitted()
     environ[TOOL_CALL_KEY] = call
     environ[GATE_KEY] = tool
     for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
         hook(call)
+    if probe is not None:
+        probe.gate = "admitted"
+        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+            return _exercise_answer(probe, "admitted")
+        if probe.mode == "stack":
+            if stack == "view":
+                probe.reached_view = True
+            elif stack == "unguarded":
+                probe.unguarded = True
+            else:
+                try:
+                    return current_app.make_response(call_view())
+                except ExerciseStop:
+                    pass
+            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
         return current_app.make_response(call_view())
@@ -225,6 +307,9 @@ def _refuse(
     call: ToolCall | None = None,
 ) -> Response:
     response = state.error_response(info)
+    probe = _exercise(request.environ)
+    if probe is not None:
+        probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
     _audit(tool, verified, response.status_code, None, info.reason, call)
     tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                      call=call, reason=info.reason, status=response.status_code)

@@ -144,9 +144,12 @@ def exempt_tool_calls_from_csrf(app: Flask) -> bool:
     A hub call carries no CSRF token (and no cookie a token could be bound
     to); its signature already proves who sent it. Only the request is
     exempted, never the view: an unsigned browser POST to the same route is
-    still checked. ``Bailing`` calls this itself (setting
-    ``BAILING_CSRF_EXEMPT``), whichever of the two was initialised first.
-    Returns whether a ``CSRFProtect`` was found.
+    still checked. The package's own endpoints (the authorization probe and
+    the callbacks, which the hub POSTs to) are skipped as well: they use no
+    cookie and verify their own signatures (:func:`is_hub_request`).
+    ``Bailing`` calls this itself (setting ``BAILING_CSRF_EXEMPT``),
+    whichever of the two was initialised first. Returns whether a
+    ``CSRFProtect`` was found.
     """
     csrf = app.extensions.get("csrf")
     if csrf is None or not callable(getattr(csrf, "protect", None)):
@@ -157,7 +160,7 @@ def exempt_tool_calls_from_csrf(app: Flask) -> bool:
 
     @functools.wraps(original)
     def protect(*args: Any, **kwargs: Any) -> Any:
-        if is_tool_call():
+        if is_hub_request():
             return None
         return original(*args, **kwargs)
 
@@ -234,9 +237,11 @@ class FlaskLoginBridge:
     def admit(self, call: ToolCall) -> None:
         """Called by the gate for every admitted call of an app that has this bridge."""
         app = current_app._get_current_object()  # type: ignore[attr-defined]
-        if getattr(app, "login_manager", None) is not self.login_manager:
+        manager: Any = self.login_manager
+        if id(getattr(app, "login_manager", None)) != id(manager):  # another app's manager
             return
-        user = call.user if call.user is not None else self.login_manager.anonymous_user()
+        anonymous: Callable[[], Any] = manager.anonymous_user
+        user = call.user if call.user is not None else anonymous()
         # what Flask-Login's own loaders end with; replaces a user an earlier
         # before_request function may already have loaded for this request
         g._login_user = user

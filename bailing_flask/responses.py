@@ -17,7 +17,12 @@ from flask import Response
 
 from .errors import REASON_MESSAGES
 
-__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS"]
+__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "REASON_HEADER"]
+
+#: Set on every refusal the package itself answers (the middleware's and the
+#: gate's, restyled or not), so a checker can tell them from the app's own
+#: 401s, redirects and error pages.
+REASON_HEADER = "X-Bailing-Reason"
 
 #: Default status of each Flask-level refusal reason.
 REASON_STATUS: dict[str, int] = {

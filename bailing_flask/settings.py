@@ -62,8 +62,10 @@ SETTINGS: tuple[Setting, ...] = (
             "default; logs a warning at start-up when on. Tool calls stay signed either way."),
     Setting("BAILING_CSRF_EXEMPT", True,
             "With Flask-WTF's `CSRFProtect` installed (before or after Bailing): skip its token check "
-            "for requests that carry a verified hub signature and are routed to a declared tool. An "
-            "unsigned browser request to the same route is still checked; nothing else is exempted."),
+            "for requests that carry a verified hub signature and are routed to a declared tool, and "
+            "for the package's own endpoints (the authorization probe and the callbacks the hub POSTs "
+            "to, which verify their own signatures). An unsigned browser request to a tool route is "
+            "still checked; no view is exempted."),
     Setting("BAILING_AUDIT_ARGUMENT_VALUES", False,
             "Include argument values (not only names) in the audit log of non-sensitive tools."),
     Setting("BAILING_RESPONSE_SIZE_WARNING", 8192,

@@ -415,7 +415,8 @@ class BailingMiddleware:
             rendered = default_error_response(error)
         status, headers, body = rendered
         status_line = _STATUS_TEXT.get(status) or f"{status} Error"
-        headers = list(headers) + [("Content-Length", str(len(body)))]
+        headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
+        headers += [("X-Bailing-Reason", error.reason), ("Content-Length", str(len(body)))]
         if error.status == 413:
             # the rest of the body was not read: the connection cannot be reused
             headers.append(("Connection", "close"))

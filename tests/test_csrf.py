@@ -67,3 +67,25 @@ def test_with_the_exemption_off_every_write_tool_gets_csrfs_400():
     response = HubSimulator(app, STRONG_SECRET).call("api_notes_post", {"text": "x"}, subject="t1:alice")
     assert response.status == 400 and b"CSRF" in response.body
     assert stored(app) == []
+
+
+def test_the_hubs_posts_to_the_packages_own_endpoints_are_not_csrf_checked():
+    import json
+    import time
+
+    from bailing_flask import Bailing, sign_callback
+
+    token = "client-token-0123456789-abcdefghijklmnop"
+    app = create_app(BAILING_CLIENT_TOKENS=[token])
+    finished: list[str] = []
+    Bailing.state(app).ext.job_finished(lambda job: finished.append(job.job_id))
+    body = json.dumps({"job_id": "job-9", "request_id": "r", "status": "done",
+                       "updated_at": "2026-01-01T00:00:00Z"}).encode()
+    ts = str(int(time.time() * 1000))
+    callback = app.test_client().post(
+        "/.well-known/bailing/callbacks/job", data=body,
+        headers={"Content-Type": "application/json", "X-Bailing-Timestamp": ts,
+                 "X-Bailing-Signature": sign_callback(token, ts, body)})
+    assert callback.status_code == 200 and finished == ["job-9"]
+    probe = HubSimulator(app, STRONG_SECRET).probe()
+    assert probe.status == 200 and probe.json() == {"authorized": False}

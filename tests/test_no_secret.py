@@ -130,7 +130,8 @@ def test_a_real_server_refuses_hub_calls_without_a_secret(tmp_path, live_server)
 
 def test_bailing_commands_that_need_the_secret_say_so(tmp_path):
     runner = legacy_app(tmp_path).test_cli_runner()
-    for args in (["bailing", "call", "ping"], ["bailing", "doctor", "--url", "http://127.0.0.1:9"]):
+    for args in (["bailing", "call", "ping"], ["bailing", "doctor", "--url", "http://127.0.0.1:9"],
+                 ["bailing", "check", "--exercise"]):
         result = runner.invoke(args=args)
         assert result.exit_code != 0, args
         assert "needs the provider secret" in result.output and "BAILING_SECRETS" in result.output, args
