@@ -45,7 +45,7 @@ def redirecting() -> Flask:
 
     @app.before_request
     def force_https() -> Any:
-        if not request.is_secure:
+        if request.path.startswith("/api/") and not request.is_secure:
             return redirect(request.url.replace("http://", "https://", 1), 301)
         return None
 
