@@ -220,5 +220,4 @@ def create_app(
             db.session.add_all([User(name="alice", tenant="t1", can_write=True),
                                 User(name="bob", tenant="t1", can_write=False)])
             db.session.commit()
-    app.extensions["legacy_limiter"] = limiter
     return app

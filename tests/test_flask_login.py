@@ -152,3 +152,12 @@ def test_through_a_real_server(live_server):
     assert raw_request(base, "GET", "/whoami").body == b'{"session_keys":[],"user":null}\n'
     signed = signed_headers(STRONG_SECRET, "GET", "/whoami", subject="t1:alice")
     assert b'"user":null' in raw_request(base, "GET", "/whoami", signed).body
+
+
+def test_through_gunicorn(gunicorn):
+    base = gunicorn("tests.legacy_app:create_app()")
+    hub = HubSimulator(base, STRONG_SECRET)
+    assert hub.call("api_me", subject="t1:alice").json() == {"name": "alice", "tenant": "t1"}
+    refused = hub.call("api_notes_post", {"text": "x"}, subject="t1:bob")
+    assert refused.status == 403 and refused.headers.get("X-Bailing-Reason") == "forbidden"
+    assert raw_request(base, "GET", "/whoami").body == b'{"session_keys":[],"user":null}\n'
