@@ -341,14 +341,15 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
                 f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
                 None, "bailing",
             ))
-    if tool.idempotent and tool.method != "GET" and not tool.readonly:
+    if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
         findings.append(Finding(
-            "info", "idempotent_write", key,
-            f"idempotent=True on {tool.name!r} tells the hub the call is safe to repeat: it sends no "
-            "idempotency key and may retry it. bailing_flask still runs an identical signed call "
-            "once (" + ("deduplicate=False turns that off" if tool.deduplicated else
-                        "but deduplicate=False turned that off") + ")",
-            None, "bailing",
+            "warning", "idempotent_write", key,
+            f"idempotent=True on {tool.name!r} only tells the hub the call is safe to repeat (it sends "
+            "no idempotency key and may retry it); bailing_flask still runs an identical signed call "
+            "once, so the same arguments sent again later in the same job (a value set back after "
+            "another change) are answered from the record",
+            "say which you mean: deduplicate=True (the default, also stops replays) or "
+            "deduplicate=False (every identical call runs)", "bailing",
         ))
     if tool.options.validate_unsigned and not tool.options.allow_unsigned:
         findings.append(Finding(

@@ -88,11 +88,17 @@ def test_tools_shows_each_tools_deduplication():
     assert lines["read"].split()[5] == "-"
 
 
-def test_check_explains_idempotent_on_a_write_tool():
+def test_check_explains_idempotent_on_a_write_tool_until_deduplicate_says_which():
     result = make_app([]).test_cli_runner().invoke(args=["bailing", "check"])
     assert result.exit_code == 0, result.output
-    assert "idempotent_write" in result.output
+    assert "WARNING idempotent_write" in result.output and "PUT /rows/idempotent" in result.output
     assert "still runs an identical signed call once" in result.output
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET])
+    Bailing(app).authorizer(lambda call: True)
+    app.add_url_rule("/x", "x", tool(scope="x.write", idempotent=True, deduplicate=False)(lambda: "x"),
+                     methods=["PUT"])
+    assert "idempotent_write" not in {f.code for f in Bailing.state(app).catalog().findings}
 
 
 def test_the_old_name_still_works_with_a_deprecation_warning():
