@@ -30,9 +30,9 @@ from flask import Response, current_app, request
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
-from .tools import get_declaration
 from .responses import ErrorInfo, json_response
 from .signals import tool_called, tool_denied
+from .tools import get_declaration
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
