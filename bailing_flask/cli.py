@@ -288,15 +288,17 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--policy", type=click.Choice(["signed_required", "public_allowed"]),
               default="signed_required", show_default=True, help="The catalog access policy in the hub.")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--no-write-tools", "write_tools", flag_value=False, default=True,
+              help="Send no request to POST/PUT/PATCH/DELETE tools (skips the write_tools check).")
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_command(url: str, catalog_url: str | None, subject: str | None, secret: str | None,
-                   policy: str, timeout: float, verbose: bool, as_json: bool) -> None:
+                   policy: str, timeout: float, write_tools: bool, verbose: bool, as_json: bool) -> None:
     """Check a live deployment the way the hub will see it; exit 1 on any failure."""
     from .doctor import run_doctor
 
     report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url, subject=subject,
-                        timeout=timeout, policy=policy)  # type: ignore[arg-type]
+                        timeout=timeout, policy=policy, write_tools=write_tools)  # type: ignore[arg-type]
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

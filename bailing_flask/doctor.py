@@ -708,6 +708,8 @@ class _Doctor:
         self.subject = subject or None
         self.policy = policy
         self.clock = clock
+        #: send the write_tools check's requests (``run_doctor(write_tools=False)`` turns them off)
+        self.send_writes = True
         #: added to the doctor's clock once a clock difference is confirmed
         self.offset = 0.0
         self.http = _Transport(timeout, clock)
@@ -1553,6 +1555,9 @@ class _Doctor:
         not deny the probe subject; redirects are not followed.
         """
         document = self.state.document
+        if not self.send_writes:
+            self.skip("write_tools", "not asked for (--no-write-tools)")
+            return
         if document is None:
             self.skip("write_tools", "no catalog: no tool to check")
             return
@@ -1703,6 +1708,7 @@ def run_doctor(
     timeout: float = 10.0,
     clock: Callable[[], float] = time.time,
     policy: Policy = "signed_required",
+    write_tools: bool = True,
 ) -> DoctorReport:
     """Examine a live deployment the way BailingHub would, and report.
 
@@ -1715,6 +1721,8 @@ def run_doctor(
     :param timeout: seconds per request (the hub uses 10; the probe at most 8).
     :param clock: current Unix time of this machine (injectable for tests).
     :param policy: the tool source's ``spec_access_policy``.
+    :param write_tools: ``False`` sends nothing to write tools (the
+        ``write_tools`` check is skipped).
 
     Sends GET requests, the hub's POST authorization probe, and to each
     POST/PUT/PATCH/DELETE tool the hub's request as the probe subject with
@@ -1729,4 +1737,5 @@ def run_doctor(
         _parse_url(catalog_url)
     doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
                      clock=clock, policy=policy)
+    doctor.send_writes = write_tools
     return doctor.run()

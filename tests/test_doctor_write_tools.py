@@ -81,3 +81,13 @@ def test_no_write_request_is_sent_when_the_probe_subject_may_be_authorized(live_
     check = report.check("write_tools")
     assert check.status == "skip" and "no write request was sent" in check.summary
     assert "item_delete" not in exercise_apps.RAN  # (the read tool is called, as before)
+
+
+def test_write_requests_can_be_turned_off(live_server):
+    exercise_apps.RAN.clear()
+    base = live_server(exercise_apps.clean())
+    report = run_doctor(base, STRONG_SECRET, write_tools=False)
+    assert report.check("write_tools").status == "skip"
+    assert report.check("authz_probe").status == "pass"
+    assert run_doctor(base, STRONG_SECRET).check("write_tools").status == "pass"
+    assert exercise_apps.RAN == []  # neither run sent anything that ran a view
