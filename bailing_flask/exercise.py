@@ -307,6 +307,10 @@ class _Exercise:
         return False
 
     def catalog(self) -> dict[str, Any]:
+        served: dict[str, Any] = self.state.catalog().served
+        self.hub._document = served
+        if not self.state.config("BAILING_CATALOG_PATH"):
+            return served  # this app serves no catalog (the hub gets it inline)
         path = self.hub.catalog_path
 
         def send(probe: ExerciseProbe) -> HubResponse:
@@ -316,10 +320,7 @@ class _Exercise:
             return None if response.status == 200 else f"HTTP {response.status}: {self._answer(response)}"
 
         self.endpoint("catalog", send, expect)
-        # go on with the catalog the app serves, whatever stood in the way
-        served: dict[str, Any] = self.state.catalog().served
-        self.hub._document = served
-        return served
+        return served  # go on with the catalog the app serves, whatever stood in the way
 
     def authz_probe(self) -> None:
         if not self.state.config("BAILING_PROBE_PATH"):

@@ -198,3 +198,11 @@ def test_the_exercise_leaves_the_apps_hooks_as_they_were():
     run_exercise(app)
     assert {key: list(funcs) for key, funcs in app.before_request_funcs.items()} == before
     assert app.login_manager.unauthorized == unauthorized
+
+
+def test_an_app_that_serves_no_catalog_is_exercised_all_the_same():
+    app, _ = exercise_apps.base(BAILING_CATALOG_PATH=None)
+    exercise_apps.add_tools(app)
+    report = run_exercise(app)
+    assert report.ok, report.render()
+    assert [r.target for r in report.results][0] == "authz_probe"
