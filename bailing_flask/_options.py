@@ -56,7 +56,8 @@ class ToolKwargs(TypedDict, total=False):
     authorizer: Callable[..., Any]
     allow_unsigned: bool
     idempotency_key: Callable[..., Any]
-    idempotency: bool
+    deduplicate: bool
+    validate_unsigned: bool
     rerun_uncertain: bool
     failure_is_atomic: bool
 
@@ -91,3 +92,4 @@ class BailingKwargs(TypedDict, total=False):
     callback_window_ms: int
     callback_max_body_size: int
     base_url: str | None
+    csrf_exempt: bool

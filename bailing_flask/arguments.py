@@ -20,7 +20,7 @@ import json
 from types import MappingProxyType
 from typing import Any
 
-from flask import Request
+from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
 
 from .registry import Tool
@@ -156,12 +156,33 @@ def _as_the_hub_sent_them(values: dict[str, Any], properties: dict[str, Any]) ->
     return values
 
 
-def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_data(request: Request) -> dict[str, Any]:
+    """A human's HTML form, field by field (a field sent twice is refused like a repeated query)."""
+    form = request.form
+    repeated = sorted(k for k in form if len(form.getlist(k)) > 1)
+    if repeated:
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": k, "location": "body", "problem": "repeated",
+             "message": "This parameter was sent more than once."} for k in repeated
+        ])
+    data = form.to_dict()
+    if "csrf" in current_app.extensions:  # Flask-WTF's token is the form's, not an argument
+        data.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
+    return data
+
+
+def _validate_body(
+    tool: Tool, request: Request, human: bool = False
+) -> tuple[BaseModel | None, dict[str, Any]]:
     if tool.method == "GET":
         return None, {}
-    raw = request.get_data(cache=True)
-    if raw.strip() == b"":
-        data: Any = {}
+    if human and request.mimetype in _FORM_TYPES:
+        data: Any = _form_data(request)
+    elif (raw := request.get_data(cache=True)).strip() == b"":
+        data = {}
     else:
         try:
             data = json.loads(raw)
@@ -197,10 +218,16 @@ def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict
     return body, body.model_dump()
 
 
-def validate_arguments(tool: Tool, request: Request, view_args: dict[str, Any]) -> ValidatedArguments:
-    """Validate path, query and body; path values are already typed by the route."""
+def validate_arguments(
+    tool: Tool, request: Request, view_args: dict[str, Any], *, human: bool = False
+) -> ValidatedArguments:
+    """Validate path, query and body; path values are already typed by the route.
+
+    ``human=True`` validates an unsigned request to a shared route, which may
+    also send its body as an HTML form.
+    """
     query, query_args = _validate_query(tool, request)
-    body, body_args = _validate_body(tool, request)
+    body, body_args = _validate_body(tool, request, human)
     args: dict[str, Any] = dict(view_args)
     args.update(query_args)
     args.update(body_args)  # like the hub: a body property overrides same-named parameters

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
 
+from ._sync import call_sync
 from .errors import SignatureError
 from .payloads import (
     ApprovalRequest,
@@ -161,7 +162,7 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
         return json_response({"error": "unavailable", "reason": "in_progress"}, 503,
                              {"Retry-After": "2"})
     try:
-        handler(payload)
+        call_sync(handler, payload)
     except Exception:
         logger.exception("bailing: the %s callback handler failed for job %r; answering 500 so "
                          "the hub retries", kind, payload.job_id)

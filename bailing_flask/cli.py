@@ -87,16 +87,48 @@ def _registration() -> list[str]:
 
 
 @bailing_cli.command("check")
-def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors. Prints what to register."""
-    catalog = _state().catalog()
+@click.option("--exercise", is_flag=True,
+              help="Also send, in process, a request signed like the hub's to every declared tool "
+                   "(every method) and check that bailing_flask answered it, naming whatever else did.")
+@click.option("--subject", default=None,
+              help="With --exercise: a real subject, for the view's decorators and for calls to "
+                   "read-only tools (their views run).")
+@click.option("--json", "as_json", is_flag=True, help="With --exercise: print the exercise as JSON.")
+def check_command(exercise: bool, subject: str | None, as_json: bool) -> None:
+    """Lint the catalog like the hub compiles it; exit 1 on errors.
+
+    With --exercise, every tool also gets the hub's request with the probe
+    subject __bailing_authz_probe__:nobody, which the gate must refuse, so
+    no view and no side effect runs; then the same request admitted without
+    asking the authorizer, so the view's own decorators run while the view
+    itself is stopped before it starts. Anything that answered instead of
+    the package (a before_request function, Flask-Login, CSRF, a limiter, a
+    redirect, a 404, an HTML error page, a cached response) is named with a
+    fix, and the exit status is 1.
+    """
+    state = _state()
+    if exercise and not state.has_secret:
+        raise click.ClickException(
+            "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
+        )
+    if not state.has_secret:
+        click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
+                   "every hub request (503 not_configured) until it holds the provider secret", err=True)
+    catalog = state.catalog()
     _print_findings(catalog.findings)
     errors = len(catalog.errors)
     warnings = sum(1 for f in catalog.findings if f.severity == "warning")
     click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
     for line in _registration():
         click.echo(line)
-    if errors:
+    failed = False
+    if exercise:
+        from .exercise import run_exercise
+
+        report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
+        click.echo(json.dumps(report.to_dict(), indent=2) if as_json else "\n" + report.render())
+        failed = not report.ok
+    if errors or failed:
         sys.exit(1)
 
 
@@ -107,7 +139,7 @@ def tools_command() -> None:
     registry = state.registry()
     catalog = state.catalog()
     excluded = set(catalog.excluded)
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "DEDUP", "NOTE")]
     for tool in registry.tools:
         note = []
         path = catalog.path_of(tool)
@@ -122,11 +154,15 @@ def tools_command() -> None:
         if tool.sensitive:
             note.append("sensitive")
         if tool.side_effecting:
-            note.append("side effect")
-        rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk, ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+            note.append("side effect (hub sends an idempotency key)")
+        elif tool.idempotent and tool.method != "GET" and not tool.readonly:
+            note.append("idempotent: the hub may retry")
+        rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
+                     tool.deduplication, ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
-        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
+                   .rstrip())
     if registry.not_exported:
         click.echo("\nDeclared but not exported:")
         for item in registry.not_exported:
@@ -231,7 +267,10 @@ def _first_secret() -> str:
         current_app.config.get("BAILING_SECRETS") or current_app.config.get("BAILING_SECRET")
     )
     if secret is None:
-        raise click.ClickException("no secret: set BAILING_SECRETS or pass --secret")
+        raise click.ClickException(
+            "this command needs the provider secret: set BAILING_SECRETS (the tool source's secret "
+            "in the hub) or pass --secret"
+        )
     return secret
 
 
@@ -319,10 +358,12 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--policy", type=click.Choice(["signed_required", "public_allowed"]),
               default="signed_required", show_default=True, help="The catalog access policy in the hub.")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--no-write-tools", "write_tools", flag_value=False, default=True,
+              help="Send no request to POST/PUT/PATCH/DELETE tools (skips the write_tools check).")
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_command(url: str | None, catalog_url: str | None, subject: str | None,
-                   secret: str | None, policy: str, timeout: float, verbose: bool,
+                   secret: str | None, policy: str, timeout: float, write_tools: bool, verbose: bool,
                    as_json: bool) -> None:
     """Check a live deployment the way the hub will see it; exit 1 on any failure.
 
@@ -340,7 +381,8 @@ def doctor_command(url: str | None, catalog_url: str | None, subject: str | None
     try:
         report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url,
                             subject=subject, timeout=timeout, policy=policy,  # type: ignore[arg-type]
-                            expected_base_url=expected, expected_source=source)
+                            expected_base_url=expected, expected_source=source,
+                            write_tools=write_tools)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     if as_json:

@@ -20,6 +20,10 @@ says what the hub would conclude, why, and how to fix it:
 * one signed call to a parameter-less read tool, as the hub sends it (§3),
   with redirects followed like the hub's ``fetch`` does, so a redirect or
   a ``404`` (``base_url`` prefix) shows up;
+* to every POST/PUT/PATCH/DELETE tool, the hub's request as the probe
+  subject with an undeclared argument (the gate refuses it before
+  authorization), so a CSRF check, a session guard or a login redirect in
+  front of the write tools shows up too;
 * every redirect seen on the way (trap T8).
 
 When a signature is refused, the doctor tries a few corrected signatures
@@ -85,6 +89,7 @@ CHECK_NAMES: tuple[str, ...] = (
     "authz_probe.verifies",
     "clock",
     "tool_call",
+    "write_tools",
     "redirects",
 )
 
@@ -96,6 +101,8 @@ CLOCK_TOLERANCE = 5
 PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
 PROBE_BODY = b'{"subject":"__bailing_authz_probe__:nobody","reason":"bailing-authz-probe","expect":"deny"}'
 ZERO_SIGNATURE = "sha256=" + "0" * 64
+#: The undeclared argument the write-tool check adds, so the gate refuses before authorization.
+_DOCTOR_MARKER = "__bailing_doctor__"
 #: The headers Node's fetch adds to every hub request (CONTRACT.md §3.10).
 _NODE_HEADERS = (
     ("accept", "*/*"),
@@ -715,6 +722,8 @@ class _Doctor:
         self.subject = subject or None
         self.policy = policy
         self.clock = clock
+        #: send the write_tools check's requests (``run_doctor(write_tools=False)`` turns them off)
+        self.send_writes = True
         #: added to the doctor's clock once a clock difference is confirmed
         self.offset = 0.0
         self.http = _Transport(timeout, clock)
@@ -1575,7 +1584,118 @@ class _Doctor:
             detail="\n".join(lines), fix=fix,
         ))
 
-    # -- 8. redirects --------------------------------------------------------------------------
+    # -- 8. every write tool, with the probe subject -----------------------------------------------
+
+    def write_tools(self) -> None:
+        """Send each POST/PUT/PATCH/DELETE tool the hub's request as the probe subject.
+
+        What stands in front of a write tool (a CSRF check, a session guard,
+        a login redirect, a limiter) is only seen with a write request. The
+        request carries the probe subject, whose authorization must be
+        denied, plus an undeclared argument, which bailing_flask's gate
+        refuses (422 unknown_parameter) before it even asks the authorizer:
+        nothing can run. Not sent at all when the authorization probe did
+        not deny the probe subject; redirects are not followed.
+        """
+        document = self.state.document
+        if not self.send_writes:
+            self.skip("write_tools", "not asked for (--no-write-tools)")
+            return
+        if document is None:
+            self.skip("write_tools", "no catalog: no tool to check")
+            return
+        writes = [t for t in compile_tools(document) if t.method in ("POST", "PUT", "PATCH", "DELETE")]
+        if not writes:
+            self.skip("write_tools", "no POST/PUT/PATCH/DELETE tool in the catalog")
+            return
+        probe = self.state.probe
+        if probe is not None and (probe.status == "suspect" or (
+                probe.http is not None and 200 <= probe.http < 300 and probe.status != "pass")):
+            # the probe endpoint did not deny the probe subject: send it nothing that writes
+            self.skip("write_tools", "the authorization probe did not deny the probe subject, so it might "
+                      "be authorized somewhere: no write request was sent")
+            return
+        from ._samples import sample_arguments
+        from .testing import HubSimulator
+
+        hub = HubSimulator(self.base_url, self.secret, client="__probe__",
+                           clock=lambda: float(self.now()))
+        hub._document = document
+        lines: list[str] = []
+        fixes: list[str] = []
+        failed = 0
+        for tool in writes:
+            operation = document["paths"][tool.path][tool.method.lower()]
+            args = {**sample_arguments(operation), _DOCTOR_MARKER: True}
+            call = hub.build_call(tool.name, args, subject=PROBE_SUBJECT, job_id="probe")
+            exchange = self.http.send("write_tools", call.method, self.base_url + call.path_with_query,
+                                      call.headers, call.body)
+            ok, what, fix = self._classify_write(exchange, tool.path)
+            lines.append(f"{'ok  ' if ok else 'FAIL'} {tool.method} {tool.path} (tool {tool.name}): {what}")
+            if not ok:
+                failed += 1
+                if fix and fix not in fixes:
+                    fixes.append(fix)
+        detail = "\n".join(lines) + (
+            f"\nEach request: the hub's signed call as {PROBE_SUBJECT!r} (job 'probe') with the "
+            f"undeclared argument {_DOCTOR_MARKER!r}, which the gate refuses before authorization.")
+        if failed:
+            self.add(Check(
+                "write_tools", "fail",
+                f"{failed} of {len(writes)} write tool(s) were answered by something other than the gate",
+                detail=detail, fix="\n".join(fixes) or None,
+            ))
+        else:
+            self.add(Check("write_tools", "pass",
+                           f"{len(writes)} write tool(s): the gate answered every one", detail=detail))
+
+    def _classify_write(self, exchange: _Exchange, path: str) -> tuple[bool, str, str | None]:
+        label = exchange.label()
+        if exchange.status is None:
+            return False, label, "Make base_url reachable from the hub."
+        reason = exchange.header("x-bailing-reason")
+        body_reason = _reason_of(exchange)
+        if reason is not None or (exchange.status in (403, 409, 422) and body_reason in _KNOWN_REASONS):
+            code = reason or body_reason
+            if exchange.status == 401 and code in _SIGNATURE_REASONS:
+                return False, f"{label} {code}: the signature was refused", (
+                    "Write tools are signed like every tool call (path without the base_url prefix, the "
+                    "exact body bytes); see tool_call for the read tool.")
+            note = "" if reason is not None else " (no X-Bailing-Reason header: a proxy drops it?)"
+            return True, f"the gate answered {exchange.status} {code}{note}", None
+        text = exchange.text[:2048]
+        lowered = text.lower()
+        html = "text/html" in (exchange.header("content-type") or "").lower() or _js_trim(
+            text[:64]).lower().startswith(("<!doctype html", "<html"))
+        what = label + (" (an HTML page)" if html else (f" {text[:120]!r}" if text.strip() else ""))
+        if exchange.redirect:
+            return False, f"{label} redirect to {exchange.header('location')}", (
+                "Something redirects write requests (a login page, http->https): hub calls must reach "
+                "the gate. With Flask-Login: bailing.bridge_flask_login(login_manager); for a guard: "
+                "`if bailing_flask.is_hub_request(): return None`.")
+        if exchange.ok:
+            return False, f"{label}: the request was ACCEPTED (a side effect may have run)", (
+                "A write tool accepted the probe subject with an undeclared argument: it is not behind "
+                "bailing_flask's gate (or its authorizer admits unknown subjects). Check it now.")
+        if exchange.status == 400 and "csrf" in lowered:
+            return False, f"{what}: a CSRF check", (
+                "A CSRF check answered before the gate: with Flask-WTF's CSRFProtect leave "
+                "BAILING_CSRF_EXEMPT on (it exempts verified tool calls only).")
+        if exchange.status == 429:
+            return False, f"{what}: a rate limit", (
+                "A rate limit keyed on the address puts every hub user into one bucket: "
+                "Limiter(key_func=bailing_flask.rate_limit_key).")
+        if exchange.status == 404:
+            return False, what, self._prefix_hint(path)
+        if exchange.status == 401:
+            return False, f"{what}: not the gate's refusal", (
+                "An app-level check (a before_request guard, an auth decorator or a gateway) answered "
+                "401 before the gate: let hub requests through with "
+                "`if bailing_flask.is_hub_request(): return None`.")
+        return False, what, ("Something in front of the gate answered; run `flask bailing check "
+                             "--exercise` in the app to name it.")
+
+    # -- 9. redirects --------------------------------------------------------------------------
 
     def redirects(self) -> None:
         seen = [ex for ex in self.http.log if ex.redirect and not ex.phase.startswith("diagnostic")]
@@ -1603,6 +1723,7 @@ class _Doctor:
         self.catalog_lint()
         self.authz_probe()
         self.tool_call()
+        self.write_tools()
         self.clock_check()
         self.redirects()
         checks = tuple(self.state.checks[name] for name in CHECK_NAMES if name in self.state.checks)
@@ -1635,6 +1756,7 @@ def run_doctor(
     policy: Policy = "signed_required",
     expected_base_url: str | None = None,
     expected_source: str | None = None,
+    write_tools: bool = True,
 ) -> DoctorReport:
     """Examine a live deployment the way BailingHub would, and report.
 
@@ -1653,9 +1775,14 @@ def run_doctor(
         ``base_url`` (check ``base_url``).
     :param expected_source: where ``expected_base_url`` comes from, for the
         report (default ``"BAILING_BASE_URL"``).
+    :param write_tools: ``False`` sends nothing to write tools (the
+        ``write_tools`` check is skipped).
 
-    Sends only GET requests and the hub's POST authorization probe: no tool
-    with side effects is ever called.
+    Sends GET requests, the hub's POST authorization probe, and to each
+    POST/PUT/PATCH/DELETE tool the hub's request as the probe subject with
+    an undeclared argument, which the gate refuses before authorization
+    (only once the probe showed that subject is denied): no side effect runs
+    behind bailing_flask's gate.
     """
     if policy not in ("signed_required", "public_allowed"):
         raise ValueError("policy must be 'signed_required' or 'public_allowed'")
@@ -1667,4 +1794,5 @@ def run_doctor(
     doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
                      clock=clock, policy=policy, expected_base_url=expected_base_url,
                      expected_source=expected_source)
+    doctor.send_writes = write_tools
     return doctor.run()

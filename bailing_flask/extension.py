@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from flask import Flask, Response, has_request_context, request
 
 from ._base_url import PathMap, checked_base_url, path_map_for
+from ._sync import call_sync, check_async_support
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
 from .gate import ensure_gate, install_gates
+from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from .registry import Registry, build_registry
-from .responses import ErrorInfo, json_response
+from .responses import REASON_HEADER, ErrorInfo, json_response
 from .settings import DEFAULTS
 from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
@@ -63,9 +65,16 @@ class BailingState:
 
         self.idempotency = Idempotency(self)
         self._callback_verifier: Any = None
+        #: the package's own blueprints (catalog and probe, callbacks)
+        self.blueprints: tuple[Any, ...] = ()
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
+
+    @property
+    def has_secret(self) -> bool:
+        """Whether a provider secret is configured (without one every hub request is refused)."""
+        return self.middleware.verifier is not None
 
     # -- compiled views of the app ------------------------------------------------
 
@@ -153,11 +162,13 @@ class BailingState:
         """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
         handler = self.ext.error_handler_func
         if handler is not None:
-            rendered = handler(info)
+            rendered = call_sync(handler, info)
             if rendered is not None:
                 response = self.app.make_response(rendered)
+                response.headers[REASON_HEADER] = info.reason
                 return response
-        return json_response(info.payload(), info.status, {"Cache-Control": "no-store"})
+        return json_response(info.payload(), info.status,
+                             {"Cache-Control": "no-store", REASON_HEADER: info.reason})
 
     def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
         """Middleware refusals go through the same hook (inside an app context)."""
@@ -235,6 +246,8 @@ class Bailing:
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
+        #: called by the gate with every admitted :class:`ToolCall` (integrations)
+        self.admission_hooks: list[Callable[[Any], None]] = []
         if app is not None:
             self.init_app(app)
 
@@ -269,6 +282,9 @@ class Bailing:
             elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
             setting="BAILING_SECRETS",
             base_url=checked_base_url(app.config.get("BAILING_BASE_URL")),
+            # commands that do not talk to the hub (flask routes, migrations) must run
+            # without the secret; serving stays closed: every signed request is refused
+            missing_secret="refuse",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)
@@ -278,8 +294,12 @@ class Bailing:
         from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
 
-        app.register_blueprint(make_blueprint(state))
-        app.register_blueprint(make_callbacks_blueprint(state))
+        state.blueprints = (make_blueprint(state), make_callbacks_blueprint(state))
+        for blueprint in state.blueprints:
+            app.register_blueprint(blueprint)
+        app.teardown_request(forget_bridged_user)
+        if app.config["BAILING_CSRF_EXEMPT"]:
+            exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
         from .cli import bailing_cli
 
@@ -303,6 +323,9 @@ class Bailing:
                     ensure_gate(state, request.endpoint)
                     return None
                 compiled.append(True)
+                if app.config["BAILING_CSRF_EXEMPT"]:
+                    # CSRFProtect initialised after Bailing: its check runs after this hook
+                    exempt_tool_calls_from_csrf(app)
                 state.catalog()  # compile early so declaration problems are logged at start-up
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
@@ -312,6 +335,24 @@ class Bailing:
                     # without a registry no gate stands in front of this tool: fail closed
                     return state.error_response(ErrorInfo.make("catalog_unavailable"))
             return None
+
+    # -- integrations -----------------------------------------------------------------
+
+    def bridge_flask_login(self, login_manager: Any) -> FlaskLoginBridge:
+        """Make Flask-Login's ``current_user`` the subject loader's user for admitted calls.
+
+        Only for a verified call to a declared tool that the gate admitted,
+        for that request only, without touching the session: a signed
+        request to any other route, or a refused call, never gets a user.
+        ``@login_required`` and ``MethodView.decorators = [login_required]``
+        then work for hub calls unchanged; ``fresh_login_required`` refuses
+        them (``403 fresh_login_required``: a hub call is never a fresh
+        login). The subject loader must return the objects your
+        ``user_loader`` returns. See :class:`~bailing_flask.integrations.FlaskLoginBridge`.
+        """
+        bridge = FlaskLoginBridge(login_manager)
+        self.admission_hooks.append(bridge.admit)
+        return bridge
 
     # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
 
@@ -324,27 +365,38 @@ class Bailing:
         return _tool(target, **options)
 
     def authorizer(self, func: F) -> F:
-        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows."""
+        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the authorizer")
         self.authorizer_func = func
         return func
 
     def subject_loader(self, func: F) -> F:
-        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user."""
+        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the subject loader")
         self.subject_loader_func = func
         return func
 
     def error_handler(self, func: F) -> F:
         """Register ``func(error: ErrorInfo) -> response | None`` to restyle refusals."""
+        check_async_support(func, "the error handler")
         self.error_handler_func = func
         return func
 
     def job_finished(self, func: F) -> F:
         """Handle the hub's ``callback_url`` POST: ``func(job: JobRecord)``, once per event."""
+        check_async_support(func, "the job_finished handler")
         self.callback_handlers["job"] = func
         return func
 
     def delivery(self, func: F) -> F:
         """Handle a route's delivery webhook: ``func(delivery: DeliveryWebhook)``."""
+        check_async_support(func, "the delivery handler")
         self.callback_handlers["delivery"] = func
         return func
 
@@ -354,6 +406,7 @@ class Bailing:
         Decide later with :meth:`hub_client` and
         :meth:`~bailing_flask.hub_client.HubClient.decide_approval`.
         """
+        check_async_support(func, "the approval_request handler")
         self.callback_handlers["approval"] = func
         return func
 

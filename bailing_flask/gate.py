@@ -29,9 +29,10 @@ from flask import Response, current_app, request
 
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
-from .context import TOOL_CALL_KEY, ToolCall
-from .responses import ErrorInfo
+from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from .responses import ErrorInfo, json_response
 from .signals import tool_called, tool_denied
+from .tools import get_declaration
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,7 +47,53 @@ audit_logger = logging.getLogger("bailing_flask.audit")
 
 #: Set in the environ once the gate admitted a call (the :class:`Tool`).
 GATE_KEY = "bailing.gate"
+#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
+#: Only code in the same process can put it there: no client can set an environ key.
+EXERCISE_KEY = "bailing.exercise"
 _MAX_NAMES = 20
+
+
+class ExerciseProbe:
+    """What the gate and the declared view saw during one exercise request.
+
+    ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
+    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate, the view's own decorators run up to the declared view, which is
+    never called) or ``"subject"`` (a real subject on a read-only tool: the
+    view runs).
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        #: ``"refused"`` or ``"admitted"`` once the gate decided
+        self.gate: str | None = None
+        self.reason: str | None = None
+        self.status: int | None = None
+        #: the declared view was reached (in ``stack`` mode: and not called)
+        self.reached_view = False
+        #: the registered view does not lead to the declaration (``@tool`` above the route)
+        self.unguarded = False
+        #: ``(function, exception or None)`` of a ``before_request`` function that answered
+        self.hook: tuple[Any, BaseException | None] | None = None
+        #: the Flask-Login method that was called (``unauthorized``/``needs_refresh``)
+        self.flask_login: str | None = None
+
+
+class ExerciseStop(Exception):
+    """Raised where the declared view would run, in ``stack`` mode; caught by the gate.
+
+    An exception rather than a response, so that a caching decorator on the
+    way stores nothing.
+    """
+
+
+def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
+    probe = environ.get(EXERCISE_KEY)
+    return probe if isinstance(probe, ExerciseProbe) else None
+
+
+def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
+    return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
 
 
 def _state() -> BailingState:
@@ -60,6 +107,13 @@ def _state() -> BailingState:
 
 def _names(errors: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
+
+
+def _argument_refusal(exc: ArgumentError) -> ErrorInfo:
+    details: dict[str, Any] = {"parameters": _names(exc.errors)}
+    if exc.reason != "unknown_parameter":
+        details["errors"] = exc.errors[:_MAX_NAMES]
+    return ErrorInfo.make(exc.reason, **details)
 
 
 def install_gates(state: BailingState, registry: Registry) -> None:
@@ -88,6 +142,9 @@ def ensure_gate(state: BailingState, endpoint: str | None) -> None:
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
+    # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
+    declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
+    stack = "declared" if declared else "unguarded"
 
     def gated_view(**kwargs: Any) -> Any:
         if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
@@ -96,7 +153,7 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Call
         registry = state.registry()
         tool = registry.lookup(endpoint, method)
         if tool is not None:
-            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs)
+            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
         if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
             return sync_view(**kwargs)
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
@@ -118,7 +175,15 @@ def run_declared_view(
     here for the tool itself, and a declaration the registry cannot see
     fails closed: the view never runs ungated.
     """
-    if request.environ.get(GATE_KEY) is not None:
+    environ = request.environ
+    probe = _exercise(environ)
+    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
+        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+        probe.reached_view = True
+        raise ExerciseStop()
+    if environ.get(GATE_KEY) is not None:
+        if probe is not None:
+            probe.reached_view = True
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
     call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
@@ -130,7 +195,7 @@ def run_declared_view(
         # called from another endpoint (an alias view, an error handler): gate it as itself
         tool = registry.tool_of(declaration, method)
     if tool is not None:
-        return run_gate(state, tool, call_view, kwargs)
+        return run_gate(state, tool, call_view, kwargs, stack="view")
     methods = declaration.options.methods
     if registry.saw(declaration) and methods is not None and method not in methods:
         return call_view()  # a method this declaration explicitly does not serve
@@ -177,13 +242,26 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 
 def run_gate(
-    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any]
+    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+    stack: str = "declared",
 ) -> Response:
-    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted."""
+    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
+
+    ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
+    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
+    (a stack without it) or ``"view"`` (the declared view itself).
+    """
     environ = request.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None:
         if tool.options.allow_unsigned:
+            if tool.options.validate_unsigned:
+                # a shared route: the human's request gets the same validation as the hub's
+                try:
+                    validated = validate_arguments(tool, request, dict(kwargs), human=True)
+                except ArgumentError as exc:
+                    return state.error_response(_argument_refusal(exc))
+                environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
             environ[GATE_KEY] = tool
             return current_app.make_response(call_view())
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
@@ -207,23 +285,40 @@ def run_gate(
     try:
         validated = validate_arguments(tool, request, dict(kwargs))
     except ArgumentError as exc:
-        details: dict[str, Any] = {"parameters": _names(exc.errors)}
-        if exc.reason != "unknown_parameter":
-            details["errors"] = exc.errors[:_MAX_NAMES]
-        return _refuse(state, tool, verified, ErrorInfo.make(exc.reason, **details))
+        return _refuse(state, tool, verified, _argument_refusal(exc))
     call = ToolCall(
         verified=verified, tool=tool_info(tool), user=user, args=validated.args,
         query=validated.query, body=validated.body,
     )
     environ[TOOL_CALL_KEY] = call
-    decision = decide(tool, call, state.ext.authorizer_func)
-    if not decision.allowed:
-        return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-    replayed = state.idempotency.check_replay(tool, call)
-    if replayed is not None:
-        return _refuse(state, tool, verified, replayed, call)
+    probe = _exercise(environ)
+    if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
+        decision = decide(tool, call, state.ext.authorizer_func)
+        if not decision.allowed:
+            return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+    if probe is None or probe.mode == "subject":
+        replayed = state.idempotency.check_replay(tool, call)
+        if replayed is not None:
+            return _refuse(state, tool, verified, replayed, call)
     call.admit()
     environ[GATE_KEY] = tool
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        hook(call)
+    if probe is not None:
+        probe.gate = "admitted"
+        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+            return _exercise_answer(probe, "admitted")
+        if probe.mode == "stack":
+            if stack == "view":
+                probe.reached_view = True
+            elif stack == "unguarded":
+                probe.unguarded = True
+            else:
+                try:
+                    return current_app.make_response(call_view())
+                except ExerciseStop:
+                    pass
+            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
         return current_app.make_response(call_view())
@@ -238,6 +333,9 @@ def _refuse(
     call: ToolCall | None = None,
 ) -> Response:
     response = state.error_response(info)
+    probe = _exercise(request.environ)
+    if probe is not None:
+        probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
     _audit(tool, verified, response.status_code, None, info.reason, call)
     tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                      call=call, reason=info.reason, status=response.status_code)

@@ -36,6 +36,7 @@ from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
 from ._wsgi_headers import is_hop_by_hop
+from ._sync import call_sync
 from .responses import ErrorInfo
 from .stores import (
     EntryMeta,
@@ -65,7 +66,7 @@ def call_key(tool: Tool, call: ToolCall) -> str:
     """The store key of a call: signed material, or the tool's own domain key."""
     domain = tool.options.idempotency_key
     if domain is not None:
-        material = f"domain\n{tool.name}\n{domain(call)}"
+        material = f"domain\n{tool.name}\n{call_sync(domain, call)}"
         return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
     return "idem:" + call.verified.identity
 
@@ -116,12 +117,12 @@ class Idempotency:
 
     @staticmethod
     def applies(tool: Tool) -> bool:
-        """Side-effecting tools (exactly when the hub sends the key) and explicit opt-ins."""
-        if tool.options.idempotency is False:
-            return False
-        return tool.side_effecting or tool.options.idempotency_key is not None or bool(
-            tool.options.idempotency
-        )
+        """Every tool that can change something, unless ``deduplicate=False`` (see :attr:`Tool.deduplicated`).
+
+        ``idempotent=True`` does not turn this off: it tells the hub the call
+        may be repeated, which is exactly when a repeat must not run twice.
+        """
+        return tool.deduplicated
 
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""

@@ -18,6 +18,7 @@ from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ._schema import converter_schema, model_schema, type_schema
+from ._sync import asgiref_available, is_async_callable
 from .errors import ToolDeclarationError
 from .lint import Finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
@@ -65,6 +66,27 @@ class Tool:
     def side_effecting(self) -> bool:
         """Exactly when the hub sends ``X-Bailing-Idempotency-Key`` (§8.1)."""
         return not self.readonly and not self.idempotent
+
+    @property
+    def deduplicated(self) -> bool:
+        """Whether bailing_flask runs a repeated identical call once (see idempotency).
+
+        Every tool that can change something (a non-GET tool not declared
+        ``readonly``) is de-duplicated, whatever ``idempotent=`` tells the
+        hub; ``deduplicate=`` overrides, and a domain key always applies.
+        """
+        if self.options.deduplicate is not None:
+            return self.options.deduplicate
+        return not self.readonly or self.options.idempotency_key is not None
+
+    @property
+    def deduplication(self) -> str:
+        """How repeats are recognised, for listings: signed call, domain key, off or ``-``."""
+        if not self.deduplicated:
+            return "off (deduplicate=False)" if self.options.deduplicate is False else "-"
+        if self.options.idempotency_key is not None:
+            return "domain key"
+        return "signed call"
 
     @property
     def operation_key(self) -> str:
@@ -364,6 +386,31 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
                 "declare a scalar type for the path parameter, move the list to the query (the "
                 "gate splits it on ',') or use a URL converter that splits on ','", "bailing",
             ))
+    if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
+        findings.append(Finding(
+            "warning", "idempotent_write", key,
+            f"idempotent=True on {tool.name!r} only tells the hub the call is safe to repeat (it sends "
+            "no idempotency key and may retry it); bailing_flask still runs an identical signed call "
+            "once, so the same arguments sent again later in the same job (a value set back after "
+            "another change) are answered from the record",
+            "say which you mean: deduplicate=True (the default, also stops replays) or "
+            "deduplicate=False (every identical call runs)", "bailing",
+        ))
+    if tool.options.validate_unsigned and not tool.options.allow_unsigned:
+        findings.append(Finding(
+            "warning", "validate_unsigned_without_allow_unsigned", key,
+            f"validate_unsigned=True on {tool.name!r} has no effect: without allow_unsigned=True "
+            "unsigned requests are refused before any validation",
+            "add allow_unsigned=True, or drop validate_unsigned", "bailing",
+        ))
+    view = tool.declaration.view if tool.declaration is not None else None
+    if view is not None and is_async_callable(view) and not asgiref_available():
+        findings.append(Finding(
+            "error", "async_view_without_flask_async", key,
+            f"{tool.view_name} is async def, which Flask only runs with its async support; every "
+            "call would fail with a server error",
+            "install flask[async] (asgiref)", "bailing",
+        ))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
         findings.append(Finding(

@@ -17,10 +17,15 @@ from flask import Response
 
 from .errors import REASON_MESSAGES
 
-__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY"]
+__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER"]
 
 #: The hub shows the model the first 2048 characters of a non-2xx body.
 MAX_ERROR_BODY = 2048
+
+#: Set on every refusal the package itself answers (the middleware's and the
+#: gate's, restyled or not), so a checker can tell them from the app's own
+#: 401s, redirects and error pages.
+REASON_HEADER = "X-Bailing-Reason"
 
 #: Default status of each Flask-level refusal reason.
 REASON_STATUS: dict[str, int] = {
@@ -39,6 +44,8 @@ REASON_STATUS: dict[str, int] = {
     "tool_not_registered": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
+    "login_required": 403,
+    "fresh_login_required": 403,
 }
 
 _MESSAGES: dict[str, str] = {
@@ -69,6 +76,14 @@ _MESSAGES: dict[str, str] = {
     ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",
+    "login_required": (
+        "This tool's view requires a logged-in user, and the call's subject is anonymous or not "
+        "a user of this application."
+    ),
+    "fresh_login_required": (
+        "This tool's view requires a fresh interactive login, which a call through BailingHub "
+        "never is; it cannot be used as a tool."
+    ),
 }
 
 #: The coarse ``error`` code (what the hub's SDKs would answer) per reason.

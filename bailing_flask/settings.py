@@ -26,8 +26,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_SECRETS", None,
             "Provider secret(s) of this tool source in the hub: a string, a list (rotation; "
-            "labelled by index) or a mapping label -> secret. Required: the app refuses to start "
-            "without one. `BAILING_SECRET` (one string) is accepted too."),
+            "labelled by index) or a mapping label -> secret. `BAILING_SECRET` (one string) is "
+            "accepted too. Without one the app still starts, so commands that do not talk to the hub "
+            "(`flask routes`, migrations, your own) run, but every signed request is refused with "
+            "503 `not_configured` and logged as an error; an empty or malformed secret in a list or "
+            "mapping is refused at start-up."),
     Setting("BAILING_WINDOW", 300,
             "Accepted clock difference in seconds for tool calls, exclusive and symmetric "
             "(1-3600). The hub's SDKs use 300."),
@@ -65,6 +68,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_PUBLIC_CATALOG", False,
             "Serve the catalog to unsigned requests too (hub policy `public_allowed`). Off by "
             "default; logs a warning at start-up when on. Tool calls stay signed either way."),
+    Setting("BAILING_CSRF_EXEMPT", True,
+            "With Flask-WTF's `CSRFProtect` installed (before or after Bailing): skip its token check "
+            "for requests that carry a verified hub signature and are routed to a declared tool, and "
+            "for the package's own endpoints (the authorization probe and the callbacks the hub POSTs "
+            "to, which verify their own signatures). An unsigned browser request to a tool route is "
+            "still checked; no view is exempted."),
     Setting("BAILING_AUDIT_ARGUMENT_VALUES", False,
             "Include argument values (not only names) in the audit log of non-sensitive tools."),
     Setting("BAILING_RESPONSE_SIZE_WARNING", 8192,

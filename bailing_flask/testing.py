@@ -226,8 +226,13 @@ class HubSimulator:
         return parts.path + ("?" + parts.query if parts.query else "") if parts.scheme else catalog_url
 
     def send(self, method: str, wire_target: str, headers: Mapping[str, str], body: bytes = b"",
-             request: HubRequest | None = None) -> HubResponse:
-        """Send one request with the request-target exactly as given."""
+             request: HubRequest | None = None, *, environ: Mapping[str, Any] | None = None
+             ) -> HubResponse:
+        """Send one request with the request-target exactly as given.
+
+        ``environ`` adds WSGI environ keys (in-process only: a client on the
+        network can set none).
+        """
         if self._app is not None:
             client = self._app.test_client()
             target = wire_target
@@ -238,12 +243,15 @@ class HubSimulator:
             raw_target = self._script_name + target
             response = client.open(
                 path, method=method, query_string=query, data=body, headers=dict(headers),
-                environ_overrides={"REQUEST_URI": raw_target, "RAW_URI": raw_target},
+                environ_overrides={"REQUEST_URI": raw_target, "RAW_URI": raw_target,
+                                   **(environ or {})},
             )
             return HubResponse(response.status_code, dict(response.headers), response.get_data(), request)
         connection_class = (
             http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         )
+        if environ:
+            raise ValueError("environ keys can only be set for an in-process app")
         conn = connection_class(self._netloc, timeout=self.timeout)
         try:
             conn.putrequest(method, wire_target, skip_accept_encoding=True)

@@ -22,7 +22,7 @@ from ._base_url import BaseURL, parse_base_url, strip_base
 from ._jsenc import encode_uri_component
 from ._wsgi_headers import with_content_length
 from .errors import ConfigurationError, SignatureError
-from .signing import Clock, Secrets, Verifier
+from .signing import Clock, Secrets, Verifier, _check_window
 
 if TYPE_CHECKING:  # pragma: no cover
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -50,7 +50,24 @@ MiB = 1024 * 1024
 #: Renders a refusal: returns ``(status, headers, body)``; ``None`` keeps the default.
 ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
 
-_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large"}
+_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large",
+                503: "503 Service Unavailable"}
+
+
+def secrets_missing(secrets: Secrets | None) -> bool:
+    """No secret at all (``None``, ``""``, an empty list or mapping): not configured yet.
+
+    A configured but unusable secret (``[""]``, a number) is a different
+    thing, a mistake, and still refused at start-up.
+    """
+    if secrets is None:
+        return True
+    if isinstance(secrets, str):
+        return not secrets
+    try:
+        return len(secrets) == 0
+    except TypeError:
+        return False
 
 
 class UnsignedHeaders(NamedTuple):
@@ -233,6 +250,12 @@ class BailingMiddleware:
         origin base URL and one with the prefix work; ``None`` verifies
         relative to the application, i.e. assumes the base URL is where the
         application's root is served.
+    :param missing_secret: what to do when ``secrets`` is empty or ``None``.
+        ``"raise"`` (the default) refuses to build the middleware;
+        ``"refuse"`` builds it, logs an error, and answers every signed
+        request ``503 not_configured`` until a secret is configured, so an
+        application whose commands do not need the hub (``flask routes``,
+        migrations) still starts. Unsigned requests pass through as usual.
     """
 
     def __init__(
@@ -253,10 +276,23 @@ class BailingMiddleware:
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
         base_url: str | None = None,
+        missing_secret: Literal["raise", "refuse"] = "raise",
     ) -> None:
         self.app = app
         self.base_url: BaseURL | None = parse_base_url(base_url, setting="base_url")
-        self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
+        self.setting = setting
+        self.verifier: Verifier | None
+        if missing_secret not in ("raise", "refuse"):
+            raise ConfigurationError("missing_secret must be 'raise' or 'refuse'.")
+        if missing_secret == "refuse" and secrets_missing(secrets):
+            logger.error(
+                "bailing: %s is not set: every request signed by BailingHub will be refused with "
+                "503 not_configured until it holds the tool source's provider secret", setting,
+            )
+            _check_window(window, "window", 3600)
+            self.verifier = None
+        else:
+            self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
         if max_body_size < 0 or spool_threshold < 0 or elsewhere_max_body_size < 0:
             raise ConfigurationError(
                 "max_body_size, spool_threshold and elsewhere_max_body_size must not be negative."
@@ -288,11 +324,16 @@ class BailingMiddleware:
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
             return self.app(environ, start_response)
         path = _raw_path(environ, self.raw_target)
+        if self.verifier is None:
+            return self._refuse(SignatureError("not_configured", status=503), environ, start_response)
         try:
             call, spilled = self._verify(environ, signature, path)
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
         environ[ENVIRON_KEY] = call
+        # the hub sends no cookies: one on a signed request was added by someone else, and
+        # must not make the hub's call ride (or become) a browser session
+        environ.pop("HTTP_COOKIE", None)
         result = self.app(environ, start_response)
         if spilled is not None:
             return _ClosingIterable(result, spilled.close)
@@ -338,6 +379,7 @@ class BailingMiddleware:
         if query:
             signed_path += "?" + query
         verifier = self.verifier
+        assert verifier is not None  # __call__ refused the request without one
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
         verifier.check_reading(signed_path, subject_raw)
         body = read_body(environ, self.max_body_size, self.spool_threshold)
@@ -381,14 +423,20 @@ class BailingMiddleware:
             path == self.catalog_path
             and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64
         )
-        logger.log(
-            logging.INFO if expected else logging.WARNING,
-            "bailing: refused %s %s: %s (job %r)",
-            environ.get("REQUEST_METHOD", "?"),
-            path,
-            error.reason,
-            job[:64],
-        )
+        if error.reason == "not_configured":
+            logger.error(
+                "bailing: refused %s %s: %s is not set, so no hub request can be verified (job %r)",
+                environ.get("REQUEST_METHOD", "?"), path, self.setting, job[:64],
+            )
+        else:
+            logger.log(
+                logging.INFO if expected else logging.WARNING,
+                "bailing: refused %s %s: %s (job %r)",
+                environ.get("REQUEST_METHOD", "?"),
+                path,
+                error.reason,
+                job[:64],
+            )
         rendered = self.error_renderer(error) if self.error_renderer else None
         if rendered is None:
             rendered = default_error_response(error)
@@ -396,6 +444,8 @@ class BailingMiddleware:
         status_line = _STATUS_TEXT.get(status) or f"{status} Error"
         # no hop-by-hop header (PEP 3333): after a 413 the server itself closes
         # or drains the connection whose body was left unread
+        headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
+        headers.append(("X-Bailing-Reason", error.reason))
         start_response(status_line, with_content_length(headers, body))
         return [body]
 

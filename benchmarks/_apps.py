@@ -4,7 +4,7 @@
   app-wide authorizer, and ``@tool`` views:
 
   - ``POST /api/orders`` with a pydantic body model (50-byte JSON body),
-    ``idempotency=False`` (the headline tool call);
+    ``deduplicate=False`` (the headline tool call);
   - ``GET /api/orders`` with a pydantic query model;
   - ``POST /api/orders/idem`` - the same POST tool with de-duplication on
     (the default for a side-effecting tool), over ``BAILING_STORE``.
@@ -113,7 +113,7 @@ def tool_app(store: str | None = None, secret: str | None = None) -> Flask:
     bailing.authorizer(authorize)
 
     @app.post(POST_PATH)
-    @tool(name=POST_TOOL, scope=SCOPE_WRITE, body=OrderBody, idempotency=False)
+    @tool(name=POST_TOOL, scope=SCOPE_WRITE, body=OrderBody, deduplicate=False)
     def order_create() -> Any:
         """Create an order."""
         body = current_call.body

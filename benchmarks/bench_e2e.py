@@ -18,12 +18,12 @@ side lasts ``block_s``); blocks run A B B A, rounds alternate the order,
 every block is kept.
 
 * ``sync_tool_vs_bare`` (target >= 0.9): req/s of the signed POST tool call
-  (50-byte body, ``idempotency=False``) / req/s of the same POST to the bare
+  (50-byte body, ``deduplicate=False``) / req/s of the same POST to the bare
   app (the signature headers are sent too; nothing reads them);
 * ``gthread_tool_vs_bare`` (target >= 0.95): the same with gthread workers;
 * ``gthread_redis_vs_off`` (target >= 0.6): req/s of new calls to the same
   tool with de-duplication in a real ``redis-server`` (loopback, started for
-  the run) / the tool with ``idempotency=False``, same server.
+  the run) / the tool with ``deduplicate=False``, same server.
 
 p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``;
 less noisy than req/s, in the details as ``server_cpu_ratio``) are printed
@@ -146,7 +146,7 @@ def run(quick: bool = False) -> list[Result]:
                     results.append(_result(
                         "gthread_redis_vs_off", sides[1], sides[0], ">=", 0.6,
                         "req/s new side-effecting calls, Redis store (loopback) / the same tool with "
-                        "idempotency=False, gunicorn gthread (1 worker, 4 threads)",
+                        "deduplicate=False, gunicorn gthread (1 worker, 4 threads)",
                         {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)"},
                     ))
             for server in (bare, tool):

@@ -11,7 +11,7 @@ environ:
 * ``middleware`` - the bare app under ``BailingMiddleware`` alone (the
   signed request goes to an undeclared route: verification only);
 * ``tool`` - ``Bailing(app)`` with a subject loader, an authorizer and a
-  ``@tool`` view with a pydantic body model (``idempotency=False``: the
+  ``@tool`` view with a pydantic body model (``deduplicate=False``: the
   store is timed by the ``idempotency`` group).
 
 The request is built by :class:`bailing_flask.testing.HubSimulator` from the

@@ -223,6 +223,7 @@ def refund_execute(request_id: int) -> Any:
 @api.put("/customers/<int:customer_id>/phone")
 @tool(
     name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True, idempotent=True,
+    deduplicate=True,
     params=[Param("customer_id", location="path", description="The customer's numeric id.")],
 )
 def customer_update_phone(customer_id: int) -> Any:
@@ -230,7 +231,9 @@ def customer_update_phone(customer_id: int) -> Any:
 
     ``sensitive=True`` keeps the number out of the hub's audit and ours;
     ``idempotent=True`` because setting the same number twice is harmless,
-    so the hub may retry it and no idempotency record is needed.
+    so the hub may retry it (and sends no idempotency key);
+    ``deduplicate=True`` because an identical signed call (a retry, a
+    replay) is still answered once, from the idempotency record.
     """
     phone = cast(PhoneBody, current_call.body).phone
     try:

@@ -88,7 +88,7 @@ def test_healthy_deployment_passes_every_check(shop):
     assert report.authz_probe.status == "pass" and report.authz_probe.mode == "dedicated"
     assert "as 't1:u1': HTTP 200" in report.check("tool_call").summary
     rendered = report.render()
-    assert rendered.endswith("9 passed, 0 warning(s), 0 failed, 0 skipped: OK")
+    assert rendered.endswith("10 passed, 0 warning(s), 0 failed, 0 skipped: OK")
     assert json.loads(json.dumps(report.to_dict()))["catalog_access"]["status"] == "protected"
 
 

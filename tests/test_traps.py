@@ -134,7 +134,7 @@ def test_a_body_field_with_the_same_name_as_a_query_argument_travels_in_the_body
     bailing.authorizer(lambda call: True)
 
     @app.post("/api/notes")
-    @tool(scope="note.write", query=NoteQuery, body=NoteBody, idempotency=False)
+    @tool(scope="note.write", query=NoteQuery, body=NoteBody, deduplicate=False)
     def note_create():
         """Create a note."""
         return jsonify(args=dict(current_call.args), query_note=current_call.query.note,

@@ -161,7 +161,8 @@ class ReasonsDirective(SphinxDirective):
         self.env.note_dependency(_module_file("bailing_flask.errors"))
         self.env.note_dependency(_module_file("bailing_flask.responses"))
         # statuses the middleware gives (SignatureError(reason, status)); 401 unless a body problem
-        middleware_status = {"body_too_large": 413, "malformed_body": 400}
+        # or no secret configured
+        middleware_status = {"body_too_large": 413, "malformed_body": 400, "not_configured": 503}
         rows: list[list[nodes.Node]] = []
         seen: list[str] = []
         for reason in list(REASON_MESSAGES) + [r for r in REASON_STATUS if r not in REASON_MESSAGES]:
