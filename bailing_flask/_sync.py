@@ -62,10 +62,28 @@ def _settle(result: Any) -> Any:
     return asyncio.run(wait())
 
 
+#: Whether each callback seen so far is ``async``: decided once per function,
+#: not on every call (subject loaders and authorizers run on every tool call).
+_IS_ASYNC: dict[Any, bool] = {}
+#: Results that are never awaitable: checked before ``inspect.isawaitable``.
+_PLAIN_RESULTS = (bool, type(None), str, int, dict, tuple, list)
+
+
 def call_sync(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)``, awaited when ``func`` is async (or returns an awaitable)."""
-    if has_app_context():
+    try:
+        is_async = _IS_ASYNC[func]
+    except (KeyError, TypeError):  # a new function, or an unhashable callable
+        is_async = is_async_callable(func)
+        if len(_IS_ASYNC) < 4096:
+            try:
+                _IS_ASYNC[func] = is_async
+            except TypeError:
+                pass
+    if is_async and has_app_context():
         result = current_app.ensure_sync(func)(*args, **kwargs)
     else:
         result = func(*args, **kwargs)
+    if result.__class__ in _PLAIN_RESULTS:
+        return result
     return _settle(result)

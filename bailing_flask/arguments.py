@@ -16,6 +16,8 @@ that contain ``,`` themselves, which the linter points out.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +26,7 @@ from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
 
 from .registry import Tool
+from .wsgi import AS_VERIFIED_KEY
 
 __all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
 
@@ -97,15 +100,18 @@ def _describe_errors(
     return described
 
 
+@functools.lru_cache(maxsize=1024)
 def _allows_extra(model: type[BaseModel]) -> bool:
     return model.model_config.get("extra") in ("allow", "ignore")
 
 
-def _field_names(model: type[BaseModel]) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    """The names a model accepts (computed once per model, not per call)."""
     names = set()
     for name, info in model.model_fields.items():
         names.add(info.validation_alias if isinstance(info.validation_alias, str) else (info.alias or name))
-    return names
+    return frozenset(names)
 
 
 def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -113,6 +119,11 @@ def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+    model = tool.query_model
+    if not request.environ.get("QUERY_STRING"):  # the common POST: nothing to parse
+        if model is None:
+            return None, {}
+        return _checked_query(tool, model, {})
     args = request.args
     repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
     if repeated:
@@ -134,9 +145,15 @@ def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dic
             raise ArgumentError("unknown_parameter", [
                 {"parameter": k, "location": "query"} for k in unknown
             ])
-    properties = {p["name"]: p.get("schema") for p in tool.parameters if p.get("in") == "query"}
+    return _checked_query(tool, model, args.to_dict())
+
+
+def _checked_query(
+    tool: Tool, model: type[BaseModel], values: dict[str, Any]
+) -> tuple[BaseModel, dict[str, Any]]:
+    properties = tool.query_properties
     try:
-        query = model.model_validate(_as_the_hub_sent_them(args.to_dict(), properties))
+        query = model.model_validate(_as_the_hub_sent_them(values, properties))
     except ValidationError as exc:
         raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
     return query, query.model_dump()
@@ -174,6 +191,20 @@ def _form_data(request: Request) -> dict[str, Any]:
     return data
 
 
+def _raw_body(request: Request) -> bytes:
+    """The body bytes, without a copy through Werkzeug when the verifier holds them in memory.
+
+    The stream handed to the app is left where it is, so the view can still
+    read it (``request.get_json()``, ``request.stream``).
+    """
+    environ = request.environ
+    stream = environ.get("wsgi.input")
+    seen = environ.get(AS_VERIFIED_KEY)
+    if seen is not None and stream is seen.stream and stream.__class__ is io.BytesIO:
+        return stream.getvalue()
+    return request.get_data(cache=True)
+
+
 def _validate_body(
     tool: Tool, request: Request, human: bool = False
 ) -> tuple[BaseModel | None, dict[str, Any]]:
@@ -181,7 +212,7 @@ def _validate_body(
         return None, {}
     if human and request.mimetype in _FORM_TYPES:
         data: Any = _form_data(request)
-    elif (raw := request.get_data(cache=True)).strip() == b"":
+    elif (raw := _raw_body(request)).strip() == b"":
         data = {}
     else:
         try:

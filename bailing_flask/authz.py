@@ -40,11 +40,8 @@ class Decision:
 
 
 def tool_info(tool: Tool) -> ToolInfo:
-    return ToolInfo(
-        name=tool.name, scope=tool.scope, method=tool.method, path=tool.path, risk=tool.risk,
-        readonly=tool.readonly, idempotent=tool.idempotent,
-        subject_required=tool.subject_required, sensitive=tool.sensitive,
-    )
+    """What authorizers and views see of ``tool`` (built once per compiled tool)."""
+    return tool.info
 
 
 class SubjectLoadError(Exception):

@@ -348,7 +348,9 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     _audit(tool, call.verified, response.status_code, duration_ms, reason, call,
            values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive)
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
-    if limit and 200 <= response.status_code < 300 and not response.is_streamed:
+    length = response.content_length  # set for every non-streamed body: no copy needed to check
+    if (limit and 200 <= response.status_code < 300 and not response.is_streamed
+            and (length is None or length > limit)):
         data = response.get_data()
         if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
             units = len(data.decode("utf-8", "replace").encode("utf-16-le")) // 2
@@ -358,8 +360,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                     "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d",
                     tool.name, units, limit,
                 )
-    tool_called.send(current_app._get_current_object(), call=call,  # type: ignore[attr-defined]
-                     response=response, duration_ms=duration_ms)
+    if tool_called.receivers:
+        tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
 
 
 def _audit(

@@ -8,6 +8,7 @@ registered) and rebuilt when routes are added, so it never goes stale.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from ._schema import converter_schema, model_schema, type_schema
 from ._sync import asgiref_available, is_async_callable
+from .context import ToolInfo
 from .errors import ToolDeclarationError
 from .lint import Finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
@@ -61,6 +63,20 @@ class Tool:
     path_kinds: dict[str, str] = field(default_factory=dict)
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
+
+    @functools.cached_property
+    def info(self) -> ToolInfo:
+        """The tool as authorizers and views see it: built once, shared by every call."""
+        return ToolInfo(
+            name=self.name, scope=self.scope, method=self.method, path=self.path, risk=self.risk,
+            readonly=self.readonly, idempotent=self.idempotent,
+            subject_required=self.subject_required, sensitive=self.sensitive,
+        )
+
+    @functools.cached_property
+    def query_properties(self) -> dict[str, Any]:
+        """Schema of each query parameter by name (argument validation reads it per call)."""
+        return {p["name"]: p.get("schema") for p in self.parameters if p.get("in") == "query"}
 
     @property
     def side_effecting(self) -> bool:
