@@ -251,7 +251,8 @@ def run_gate(
     (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
     (a stack without it) or ``"view"`` (the declared view itself).
     """
-    environ = request.environ
+    req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
+    environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None:
         if tool.options.allow_unsigned:
@@ -283,7 +284,7 @@ def run_gate(
     except SubjectLoadError:
         return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
     try:
-        validated = validate_arguments(tool, request, dict(kwargs))
+        validated = validate_arguments(tool, req, dict(kwargs))
     except ArgumentError as exc:
         return _refuse(state, tool, verified, _argument_refusal(exc))
     call = ToolCall(
@@ -321,7 +322,7 @@ def run_gate(
             return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
-        return current_app.make_response(call_view())
+        return state.app.make_response(call_view())
 
     response = state.run_side_effect(tool, call, execute)
     _after(state, tool, call, response, started)
