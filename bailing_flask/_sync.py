@@ -11,7 +11,6 @@ subject loader, hand the authorizer a truthy coroutine instead of a user).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -59,6 +58,8 @@ def _settle(result: Any) -> Any:
 
     if has_app_context():
         return current_app.async_to_sync(wait)()
+    import asyncio  # only outside an app: importing it costs every app's start-up
+
     return asyncio.run(wait())
 
 

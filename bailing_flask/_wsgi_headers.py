@@ -12,9 +12,20 @@ carries one either.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from wsgiref.util import is_hop_by_hop
 
 __all__ = ["is_hop_by_hop", "end_to_end", "with_content_length"]
+
+#: The hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref`` lists them
+#: (kept here so that importing the package does not load ``wsgiref``).
+_HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
+    "transfer-encoding", "upgrade",
+})
+
+
+def is_hop_by_hop(name: str) -> bool:
+    """Whether ``name`` is a hop-by-hop header (case-insensitive)."""
+    return name.lower() in _HOP_BY_HOP
 
 
 def end_to_end(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
