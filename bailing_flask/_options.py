@@ -89,3 +89,4 @@ class BailingKwargs(TypedDict, total=False):
     approval_path: str | None
     callback_window_ms: int
     callback_max_body_size: int
+    otel: bool

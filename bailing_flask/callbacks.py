@@ -77,7 +77,11 @@ def dedupe_key(kind: str, payload: Any) -> str:
     raise TypeError(f"unknown callback payload {type(payload).__name__}")
 
 
-def _refused(kind: str, error: SignatureError) -> Response:
+def _refused(kind: str, error: SignatureError, state: BailingState | None = None) -> Response:
+    if state is not None:
+        from .audit import callback_refusal
+
+        callback_refusal(state, kind, error)
     logger.error(
         "bailing: REFUSED a hub %s callback at %s: %s. The hub does not retry a 4xx, so this "
         "event is lost unless fixed. Likely cause: %s.",
@@ -98,14 +102,14 @@ def _handle(state: BailingState, kind: str) -> Response:
         return json_response({"error": "unavailable", "reason": "not_configured"}, 503)
     raw = _bounded_body(int(state.config("BAILING_CALLBACK_MAX_BODY_SIZE")))
     if raw is None:
-        return _refused(kind, SignatureError("body_too_large", status=413))
+        return _refused(kind, SignatureError("body_too_large", status=413), state)
     try:
         state.callback_verifier().verify(
             request.headers.get("X-Bailing-Signature"), request.headers.get("X-Bailing-Timestamp"),
             raw,
         )
     except SignatureError as error:
-        return _refused(kind, error)
+        return _refused(kind, error, state)
     _, parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from ._options import BailingKwargs, ToolKwargs
+    from .audit import TelemetryHook
     from .hub_client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
@@ -62,6 +63,8 @@ class BailingState:
 
         self.idempotency = Idempotency(self)
         self._callback_verifier: Any = None
+        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
+        self.telemetry: TelemetryHook | None = None
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -155,6 +158,16 @@ class BailingState:
             response = self.error_response(info)
             return response.status_code, list(response.headers.items()), response.get_data()
 
+    def signature_refused(self, error: SignatureError, environ: dict[str, Any], path: str) -> None:
+        """The middleware refused a signed request: audit it and send the signal."""
+        from .audit import signature_refusal
+
+        try:
+            signature_refusal(self, error, environ, path)
+        except Exception:  # never let the audit turn a 401 into a 500
+            self.warn_once("refusal_audit_failed", "bailing: auditing a refused request failed",
+                           level=logging.ERROR, exc_info=True)
+
     # -- the hub's other direction ---------------------------------------------------
 
     def callback_verifier(self) -> Any:
@@ -244,6 +257,7 @@ class Bailing:
             require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
             raw_target=app.config["BAILING_RAW_TARGET"],
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
+            on_refuse=lambda error, environ, path: state_holder[0].signature_refused(error, environ, path),
             verified_elsewhere=tuple(
                 p for p in (app.config.get(k) for k in
                             ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
@@ -266,12 +280,28 @@ class Bailing:
         from .cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
+        if app.config["BAILING_OTEL"]:
+            from .otel import instrument
+
+            instrument(app)
         if app.config["BAILING_PUBLIC_CATALOG"]:
             logger.warning(
                 "bailing: BAILING_PUBLIC_CATALOG is on: the tool catalog at %s is readable without "
                 "a signature (hub policy public_allowed). Tool calls remain signed and authorized.",
                 app.config["BAILING_CATALOG_PATH"],
             )
+
+        from .audit import finish_failed
+
+        @app.after_request
+        def _bailing_audit_raised(response: Response) -> Response:
+            # a tool view raised: its audit record gets the status the app answered
+            finish_failed(request.environ, response.status_code)
+            return response
+
+        @app.teardown_request
+        def _bailing_audit_unanswered(exc: BaseException | None = None) -> None:
+            finish_failed(request.environ, None)
 
         compiled: list[bool] = []
 
