@@ -58,6 +58,7 @@ class ToolKwargs(TypedDict, total=False):
     idempotency_key: Callable[..., Any]
     idempotency: bool
     rerun_uncertain: bool
+    business_approval: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -89,4 +90,5 @@ class BailingKwargs(TypedDict, total=False):
     approval_path: str | None
     callback_window_ms: int
     callback_max_body_size: int
+    approval_retention: float
     otel: bool

@@ -164,6 +164,10 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
         # the same event is being handled right now: 503 makes the hub come back
         return json_response({"error": "unavailable", "reason": "in_progress"}, 503,
                              {"Retry-After": "2"})
+    if kind == "approval":
+        unavailable = _record_approval(state, payload, key, token)
+        if unavailable is not None:
+            return unavailable
     try:
         handler(payload)
     except Exception:
@@ -182,6 +186,27 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
     callback_received.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                            kind=kind, payload=payload)
     return json_response({"ok": True}, 200)
+
+
+def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, token: str
+                     ) -> Response | None:
+    """Keep the verified request, so ``business_approval`` tools can check it later."""
+    try:
+        state.approvals().record_request(payload)
+    except NotImplementedError:
+        state.warn_once("approvals_unsupported", "bailing: the idempotency store keeps no approval "
+                        "records; business_approval tools will refuse every call",
+                        level=logging.ERROR)
+    except StoreUnavailable as exc:
+        logger.error("bailing: could not record approval request %d (%s); asking the hub to retry",
+                     payload.approval_id, exc)
+        try:
+            state.idempotency.store().release(key, token=token)
+        except StoreUnavailable:
+            pass
+        return json_response({"error": "unavailable", "reason": "idempotency_store_unavailable"},
+                             503)
+    return None
 
 
 def make_callbacks_blueprint(state: BailingState) -> Blueprint:

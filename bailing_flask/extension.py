@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from ._options import BailingKwargs, ToolKwargs
+    from .approvals import BusinessApprovals
     from .audit import TelemetryHook
     from .hub_client import HubClient
 
@@ -65,6 +66,7 @@ class BailingState:
         self._callback_verifier: Any = None
         #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
         self.telemetry: TelemetryHook | None = None
+        self._approvals: BusinessApprovals | None = None
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -192,7 +194,17 @@ class BailingState:
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
-        return HubClient(hub_url, self._first_client_token())
+        # decisions the hub accepts are recorded, for business_approval tools
+        return HubClient(hub_url, self._first_client_token(),
+                         on_decision=self.approvals().record_decision)
+
+    def approvals(self) -> BusinessApprovals:
+        """Approval requests this app received and the decisions it sent."""
+        if self._approvals is None:
+            from .approvals import BusinessApprovals
+
+            self._approvals = BusinessApprovals(self)
+        return self._approvals
 
     def chat_widget(self, entry: str, uid: str | None = None, **attrs: Any) -> Any:
         """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket."""
@@ -370,10 +382,20 @@ class Bailing:
         return func
 
     def hub_client(self, app: Flask | None = None) -> HubClient:
-        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token."""
+        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token.
+
+        Decisions it sends and the hub accepts are recorded for
+        ``business_approval`` tools.
+        """
         from flask import current_app
 
         return self.state(app or current_app._get_current_object()).hub_client()  # type: ignore[attr-defined]
+
+    def approvals(self, app: Flask | None = None) -> BusinessApprovals:
+        """The approval requests this app received, and its decisions (see :mod:`~bailing_flask.approvals`)."""
+        from flask import current_app
+
+        return self.state(app or current_app._get_current_object()).approvals()  # type: ignore[attr-defined]
 
     # -- accessors ----------------------------------------------------------------------
 

@@ -11,8 +11,9 @@ them, so what they set up (``g.db``) is there for the subject loader.
 
 Order matters and is fixed: signature (already verified by the middleware)
 -> the routed request is the verified one -> subject present if required ->
-subject loaded -> arguments validated -> authorized -> side effect
-de-duplicated -> view -> audit. Every refusal is a JSON error with a stable reason; every call
+subject loaded -> arguments validated -> authorized -> approved by the
+business (``business_approval`` tools) -> side effect de-duplicated -> view
+-> audit. Every refusal is a JSON error with a stable reason; every call
 leaves one audit record (:mod:`bailing_flask.audit`), a view that raised
 included.
 """
@@ -223,6 +224,12 @@ def run_gate(
     decision = decide(tool, call, state.ext.authorizer_func)
     if not decision.allowed:
         return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+    if tool.options.business_approval:
+        from .approvals import check_business_approval
+
+        unapproved = check_business_approval(state, tool, call)
+        if unapproved is not None:
+            return _refuse(state, tool, verified, unapproved, call)
     replayed = state.idempotency.check_replay(tool, call)
     if replayed is not None:
         return _refuse(state, tool, verified, replayed, call)

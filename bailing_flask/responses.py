@@ -36,6 +36,7 @@ REASON_STATUS: dict[str, int] = {
     "tool_not_registered": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
+    "business_approval_required": 403,
 }
 
 _MESSAGES: dict[str, str] = {
@@ -66,6 +67,10 @@ _MESSAGES: dict[str, str] = {
     ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",
+    "business_approval_required": (
+        "This tool runs only after the business approved this exact call (same job, subject and "
+        "arguments) in its own approval flow; no such approval is on record here."
+    ),
 }
 
 #: The coarse ``error`` code (what the hub's SDKs would answer) per reason.

@@ -205,6 +205,7 @@ class ToolOptions(_Model):
     idempotency_key: Callable[..., Any] | None = None
     idempotency: bool | None = None
     rerun_uncertain: bool | None = None
+    business_approval: bool | None = None
 
     @field_validator("context")
     @classmethod
