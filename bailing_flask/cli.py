@@ -6,9 +6,10 @@ serves the catalog, so what the CLI says is what the hub gets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from flask import current_app
@@ -30,12 +31,35 @@ def _state() -> BailingState:
     return Bailing.state(current_app)
 
 
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _paint(text: str, stream: Any, **style: Any) -> str:
+    """``text`` styled only when it goes to a terminal."""
+    target: Any = stream if stream is not None else sys.stdout
+    try:
+        tty = bool(target.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return click.style(text, **style) if tty else text
+
+
+def _severity(severity: str, stream: Any) -> str:
+    return _paint(f"{severity.upper():7}", stream, fg=_COLOURS.get(severity), bold=severity == "error")
+
+
 def _print_findings(findings, stream=None) -> None:  # type: ignore[no-untyped-def]
     for finding in findings:
-        line = f"{finding.severity.upper():7} {finding.code:32} {finding.path}: {finding.message}"
+        line = f"{_severity(finding.severity, stream)} {finding.code:32} {finding.path}: {finding.message}"
         click.echo(line, file=stream)
         if finding.suggestion:
             click.echo(f"        -> {finding.suggestion}", file=stream)
+
+
+def _print_problems(problems, stream=None) -> None:  # type: ignore[no-untyped-def]
+    for problem in problems:
+        click.echo(f"{_severity(problem.severity, stream)} {problem.code:32} {problem.setting}: "
+                   f"{problem.message}", file=stream)
 
 
 @bailing_cli.command("export")
@@ -64,24 +88,55 @@ def export_command(output: str | None, indent: int | None) -> None:
 
 
 @bailing_cli.command("check")
-def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors."""
-    catalog = _state().catalog()
-    _print_findings(catalog.findings)
-    errors = len(catalog.errors)
-    warnings = sum(1 for f in catalog.findings if f.severity == "warning")
-    click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
-    if errors:
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as one JSON object.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+def check_command(as_json: bool, strict: bool) -> None:
+    """Lint the catalog like the hub compiles it, and the configuration; exit 1 on errors."""
+    from .config_check import check_all
+
+    state = _state()
+    catalog = state.catalog()
+    problems = check_all(state)
+    errors = len(catalog.errors) + sum(1 for p in problems if p.severity == "error")
+    warnings = sum(1 for f in catalog.findings if f.severity == "warning") + sum(
+        1 for p in problems if p.severity == "warning")
+    tools = len(state.registry().tools)
+    failed = bool(errors or (strict and warnings))
+    if as_json:
+        click.echo(json.dumps({
+            "ok": not failed, "tools": tools, "errors": errors, "warnings": warnings,
+            "findings": [dataclasses.asdict(f) for f in catalog.findings],
+            "configuration": [p.to_dict() for p in problems],
+        }, ensure_ascii=False, indent=2))
+    else:
+        _print_findings(catalog.findings)
+        _print_problems(problems)
+        click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
+    if failed:
         sys.exit(1)
 
 
 @bailing_cli.command("tools")
-def tools_command() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the list as one JSON object.")
+def tools_command(as_json: bool) -> None:
     """List exported tools, and declared routes that are not exported (and why)."""
     state = _state()
     registry = state.registry()
     catalog = state.catalog()
     excluded = set(catalog.excluded)
+    if as_json:
+        click.echo(json.dumps({
+            "tools": [{
+                "name": t.name, "method": t.method, "path": t.path, "scope": t.scope,
+                "risk": t.risk, "served": t.operation_key not in excluded and not t.options.deprecated,
+                "deprecated": bool(t.options.deprecated), "subject_required": t.subject_required,
+                "sensitive": t.sensitive, "side_effecting": t.side_effecting,
+                "business_approval": bool(t.options.business_approval),
+            } for t in registry.tools],
+            "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
+                              "reason": i.reason} for i in registry.not_exported],
+        }, ensure_ascii=False, indent=2))
+        return
     rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
     for tool in registry.tools:
         note = []
@@ -95,6 +150,8 @@ def tools_command() -> None:
             note.append("sensitive")
         if tool.side_effecting:
             note.append("side effect")
+        if tool.options.business_approval:
+            note.append("business approval")
         rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
@@ -106,6 +163,19 @@ def tools_command() -> None:
     for finding in catalog.findings:
         if finding.code == "decorator_order":
             click.echo(f"\n{finding.message}")
+
+
+@bailing_cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def status_command(as_json: bool) -> None:
+    """Show the configuration (secrets redacted), the store, handlers, catalog digest and approvals."""
+    from .status import collect_status, render_status
+
+    data = collect_status(_state())
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_status(data))
 
 
 @bailing_cli.group("idempotency")

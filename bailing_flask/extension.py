@@ -254,6 +254,9 @@ class Bailing:
             app.config.setdefault(key, value)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
+        from .config_check import check_at_init, check_at_first_request, log_at_init
+
+        problems = check_at_init(app)  # raises for a configuration that cannot work
         secrets = app.config.get("BAILING_SECRETS")
         if secrets is None and app.config.get("BAILING_SECRET") is not None:
             secrets = app.config["BAILING_SECRET"]
@@ -282,6 +285,7 @@ class Bailing:
         state = BailingState(self, app, middleware)
         state_holder.append(state)
         app.extensions["bailing"] = state
+        log_at_init(state, problems)
 
         from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
@@ -328,6 +332,7 @@ class Bailing:
                     return None
                 compiled.append(True)
                 state.catalog()  # compile early so declaration problems are logged at start-up
+                check_at_first_request(state)  # handlers and templates registered since init_app
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
                                 level=logging.ERROR, exc_info=True)
