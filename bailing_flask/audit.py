@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "AUDIT_FIELDS",
+    "AUDIT_FIELD_DOCS",
     "AUDIT_LOGGER",
     "TelemetryHook",
     "exception_status",
@@ -54,27 +55,38 @@ AUDIT_LOGGER = "bailing_flask.audit"
 audit_logger = logging.getLogger(AUDIT_LOGGER)
 logger = logging.getLogger("bailing_flask")
 
-#: Every record has these keys, in this order (``null`` when not known).
-AUDIT_FIELDS: tuple[str, ...] = (
-    "event",        # "tool_call", "signature_refused" or "callback_refused"
-    "time",         # UTC, ISO 8601 with milliseconds
-    "tool",         # the tool name, null when the request matched no tool
-    "scope",        # the tool's scope from this app's declaration (never the unsigned header)
-    "method",
-    "path",         # the tool's path template, else the request path (never the query)
-    "job_id",       # signed for tool calls; as claimed (cut at 64) for refusals
-    "subject",      # the signed acting subject; null when anonymous or not verified
-    "client",       # X-Bailing-Client as sent (unsigned, informational)
-    "key_label",    # label of the secret that verified the call (never the secret)
-    "verified",     # whether the signature was verified
-    "status",       # the HTTP status answered
-    "reason",       # refusal reason code; "view_status" (view answered >= 400); "view_raised"
-    "error",        # the exception class when the view raised, else null
-    "duration_ms",  # time spent in the gate and the view
-    "replayed",     # answered from the idempotency store (a repeated side effect)
-    "approval_id",  # the business approval that admitted the call (business_approval tools)
-    "arguments",    # argument names (sorted), or name -> value with the values policy
-)
+#: What each field of a record means; every record has all of them, in this
+#: order (``null`` when not known). Event-specific extras follow them:
+#: ``expected`` on ``signature_refused`` (the hub's own negative probe of a
+#: catalog refresh, refused on purpose) and ``callback`` on
+#: ``callback_refused`` (``job``, ``delivery`` or ``approval``).
+AUDIT_FIELD_DOCS: dict[str, str] = {
+    "event": "`tool_call` (reached the gate), `signature_refused` (refused by the middleware) "
+             "or `callback_refused` (a hub POST whose signature or size was refused).",
+    "time": "When the record was written: UTC, ISO 8601 with milliseconds.",
+    "tool": "The tool name; null when the request matched no tool.",
+    "scope": "The tool's scope from this app's declaration (never the unsigned header).",
+    "method": "The HTTP method.",
+    "path": "The tool's path template (`/api/orders/{order_id}`), else the request path; "
+            "never the query.",
+    "job_id": "The signed job id; for refusals the claimed one, cut at 64 characters.",
+    "subject": "The signed acting subject; null when anonymous or not verified.",
+    "client": "`X-Bailing-Client` as sent (unsigned: informational only).",
+    "key_label": "Label of the secret that verified the call (never the secret).",
+    "verified": "Whether the signature was verified.",
+    "status": "The HTTP status answered (for a view that raised: what the app's error "
+              "handler answered, else 500).",
+    "reason": "The refusal reason code; `view_status` when the view answered 400 or more; "
+              "`view_raised` when it raised; null for a success.",
+    "error": "The exception's class (`module.Class`) when the view raised; never its message.",
+    "duration_ms": "Milliseconds from the gate to the answer.",
+    "replayed": "Answered from the idempotency store (a repeated side effect).",
+    "approval_id": "The business approval that admitted the call (`business_approval` tools).",
+    "arguments": "The argument names, sorted; a name -> value object instead with "
+                 "`BAILING_AUDIT_ARGUMENT_VALUES` for tools that are not `sensitive`; null when "
+                 "the call was refused before its arguments were validated.",
+}
+AUDIT_FIELDS: tuple[str, ...] = tuple(AUDIT_FIELD_DOCS)
 
 #: Where the gate keeps the telemetry handle of the call in flight.
 SPAN_KEY = "bailing.span"
