@@ -17,6 +17,7 @@ table. The page shows, for the logged-in user's company,
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sqlite3
 from contextlib import closing
@@ -88,6 +89,18 @@ def init_app(app: Flask) -> None:
 
     audit_record.connect(on_audit, app, weak=False)
     app.register_blueprint(bp)
+
+
+@bp.app_template_filter("short_time")
+def short_time(iso: str | None) -> str:
+    """``2024-06-10T06:13:21.503Z`` -> ``2024-06-10 06:13:21`` (UTC)."""
+    return (iso or "")[:19].replace("T", " ")
+
+
+@bp.app_template_filter("unix_time")
+def unix_time(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S")
 
 
 def _names(conn: sqlite3.Connection, tenant_id: str) -> dict[str, str]:
