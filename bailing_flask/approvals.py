@@ -47,6 +47,7 @@ from flask import request
 from pydantic import BaseModel, ValidationError
 
 from ._jsenc import js_string
+from .audit import APPROVAL_KEY
 from .responses import ErrorInfo
 from .stores import ApprovalRecord, StoreUnavailable
 
@@ -67,8 +68,6 @@ __all__ = [
 
 logger = logging.getLogger("bailing_flask")
 
-#: Where the gate notes the approval that admitted a call (for the audit record).
-APPROVAL_KEY = "bailing.approval_id"
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 

@@ -94,6 +94,8 @@ SPAN_KEY = "bailing.span"
 STARTED_KEY = "bailing.started"
 #: Where the gate leaves the record of a view that raised, until the answer is known.
 FAILED_KEY = "bailing.failed"
+#: Where the approval check notes the approval that admitted a call.
+APPROVAL_KEY = "bailing.approval_id"
 _MAX_CLAIMED = 64
 _MAX_PATH = 200
 
@@ -190,7 +192,7 @@ def gate_record(
         "error": error,
         "duration_ms": None if duration_ms is None else round(duration_ms, 2),
         "replayed": replayed,
-        "approval_id": request.environ.get("bailing.approval_id"),
+        "approval_id": request.environ.get(APPROVAL_KEY),
         "arguments": arguments,
     }
 

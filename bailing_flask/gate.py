@@ -30,6 +30,7 @@ from urllib.parse import unquote_to_bytes
 from flask import Response, current_app, request
 
 from . import audit
+from .approvals import check_business_approval
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import TOOL_CALL_KEY, ToolCall
@@ -225,8 +226,6 @@ def run_gate(
     if not decision.allowed:
         return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
     if tool.options.business_approval:
-        from .approvals import check_business_approval
-
         unapproved = check_business_approval(state, tool, call)
         if unapproved is not None:
             return _refuse(state, tool, verified, unapproved, call)
