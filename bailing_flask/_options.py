@@ -60,6 +60,7 @@ class ToolKwargs(TypedDict, total=False):
     validate_unsigned: bool
     rerun_uncertain: bool
     failure_is_atomic: bool
+    business_approval: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -93,3 +94,5 @@ class BailingKwargs(TypedDict, total=False):
     callback_max_body_size: int
     base_url: str | None
     csrf_exempt: bool
+    approval_retention: float
+    otel: bool

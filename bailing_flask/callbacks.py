@@ -78,7 +78,11 @@ def dedupe_key(kind: str, payload: Any) -> str:
     raise TypeError(f"unknown callback payload {type(payload).__name__}")
 
 
-def _refused(kind: str, error: SignatureError) -> Response:
+def _refused(kind: str, error: SignatureError, state: BailingState | None = None) -> Response:
+    if state is not None:
+        from .audit import callback_refusal
+
+        callback_refusal(state, kind, error)
     logger.error(
         "bailing: REFUSED a hub %s callback at %s: %s. The hub does not retry a 4xx, so this "
         "event is lost unless fixed. Likely cause: %s.",
@@ -99,14 +103,14 @@ def _handle(state: BailingState, kind: str) -> Response:
         return json_response({"error": "unavailable", "reason": "not_configured"}, 503)
     raw = _bounded_body(int(state.config("BAILING_CALLBACK_MAX_BODY_SIZE")))
     if raw is None:
-        return _refused(kind, SignatureError("body_too_large", status=413))
+        return _refused(kind, SignatureError("body_too_large", status=413), state)
     try:
         state.callback_verifier().verify(
             request.headers.get("X-Bailing-Signature"), request.headers.get("X-Bailing-Timestamp"),
             raw,
         )
     except SignatureError as error:
-        return _refused(kind, error)
+        return _refused(kind, error, state)
     _, parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)
@@ -161,6 +165,10 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
         # the same event is being handled right now: 503 makes the hub come back
         return json_response({"error": "unavailable", "reason": "in_progress"}, 503,
                              {"Retry-After": "2"})
+    if kind == "approval":
+        unavailable = _record_approval(state, payload, key, token)
+        if unavailable is not None:
+            return unavailable
     try:
         call_sync(handler, payload)
     except Exception:
@@ -179,6 +187,27 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
     callback_received.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                            kind=kind, payload=payload)
     return json_response({"ok": True}, 200)
+
+
+def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, token: str
+                     ) -> Response | None:
+    """Keep the verified request, so ``business_approval`` tools can check it later."""
+    try:
+        state.approvals().record_request(payload)
+    except NotImplementedError:
+        state.warn_once("approvals_unsupported", "bailing: the idempotency store keeps no approval "
+                        "records; business_approval tools will refuse every call",
+                        level=logging.ERROR)
+    except StoreUnavailable as exc:
+        logger.error("bailing: could not record approval request %d (%s); asking the hub to retry",
+                     payload.approval_id, exc)
+        try:
+            state.idempotency.store().release(key, token=token)
+        except StoreUnavailable:
+            pass
+        return json_response({"error": "unavailable", "reason": "idempotency_store_unavailable"},
+                             503)
+    return None
 
 
 def make_callbacks_blueprint(state: BailingState) -> Blueprint:

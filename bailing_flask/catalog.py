@@ -40,7 +40,8 @@ def _capability(tool: Tool) -> dict[str, Any]:
         execution["timeout_ms"] = options.timeout_ms
     capability["execution"] = execution
     approval: dict[str, Any] = {}
-    if options.approval_required:
+    if options.approval_required or options.business_approval:
+        # a tool the business must approve is worth nothing to the hub without an approval
         approval["required"] = True
     if options.approval_when:
         approval["when"] = [condition.to_capability() for condition in options.approval_when]

@@ -6,9 +6,10 @@ serves the catalog, so what the CLI says is what the hub gets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from flask import current_app
@@ -30,12 +31,35 @@ def _state() -> BailingState:
     return Bailing.state(current_app)
 
 
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _paint(text: str, stream: Any, **style: Any) -> str:
+    """``text`` styled only when it goes to a terminal."""
+    target: Any = stream if stream is not None else sys.stdout
+    try:
+        tty = bool(target.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return click.style(text, **style) if tty else text
+
+
+def _severity(severity: str, stream: Any) -> str:
+    return _paint(f"{severity.upper():7}", stream, fg=_COLOURS.get(severity), bold=severity == "error")
+
+
 def _print_findings(findings, stream=None) -> None:  # type: ignore[no-untyped-def]
     for finding in findings:
-        line = f"{finding.severity.upper():7} {finding.code:32} {finding.path}: {finding.message}"
+        line = f"{_severity(finding.severity, stream)} {finding.code:32} {finding.path}: {finding.message}"
         click.echo(line, file=stream)
         if finding.suggestion:
             click.echo(f"        -> {finding.suggestion}", file=stream)
+
+
+def _print_problems(problems, stream=None) -> None:  # type: ignore[no-untyped-def]
+    for problem in problems:
+        click.echo(f"{_severity(problem.severity, stream)} {problem.code:32} {problem.setting}: "
+                   f"{problem.message}", file=stream)
 
 
 @bailing_cli.command("export")
@@ -93,9 +117,10 @@ def _registration() -> list[str]:
 @click.option("--subject", default=None,
               help="With --exercise: a real subject, for the view's decorators and for calls to "
                    "read-only tools (their views run).")
-@click.option("--json", "as_json", is_flag=True, help="With --exercise: print the exercise as JSON.")
-def check_command(exercise: bool, subject: str | None, as_json: bool) -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors.
+@click.option("--json", "as_json", is_flag=True, help="Print the findings (and the exercise) as JSON.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bool) -> None:
+    """Lint the catalog like the hub compiles it, and the configuration; exit 1 on errors.
 
     With --exercise, every tool also gets the hub's request with the probe
     subject __bailing_authz_probe__:nobody, which the gate must refuse, so
@@ -106,6 +131,8 @@ def check_command(exercise: bool, subject: str | None, as_json: bool) -> None:
     redirect, a 404, an HTML error page, a cached response) is named with a
     fix, and the exit status is 1.
     """
+    from .config_check import check_all
+
     state = _state()
     if exercise and not state.has_secret:
         raise click.ClickException(
@@ -115,30 +142,59 @@ def check_command(exercise: bool, subject: str | None, as_json: bool) -> None:
         click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
                    "every hub request (503 not_configured) until it holds the provider secret", err=True)
     catalog = state.catalog()
-    _print_findings(catalog.findings)
-    errors = len(catalog.errors)
-    warnings = sum(1 for f in catalog.findings if f.severity == "warning")
-    click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
-    for line in _registration():
-        click.echo(line)
-    failed = False
+    problems = check_all(state)
+    errors = len(catalog.errors) + sum(1 for p in problems if p.severity == "error")
+    warnings = sum(1 for f in catalog.findings if f.severity == "warning") + sum(
+        1 for p in problems if p.severity == "warning")
+    tools = len(state.registry().tools)
+    failed = bool(errors or (strict and warnings))
+    report = None
     if exercise:
         from .exercise import run_exercise
 
         report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
-        click.echo(json.dumps(report.to_dict(), indent=2) if as_json else "\n" + report.render())
-        failed = not report.ok
-    if errors or failed:
+        failed = failed or not report.ok
+    if as_json:
+        click.echo(json.dumps({
+            "ok": not failed, "tools": tools, "errors": errors, "warnings": warnings,
+            "findings": [dataclasses.asdict(f) for f in catalog.findings],
+            "configuration": [p.to_dict() for p in problems],
+            "exercise": report.to_dict() if report is not None else None,
+        }, ensure_ascii=False, indent=2))
+    else:
+        _print_findings(catalog.findings)
+        _print_problems(problems)
+        click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
+        for line in _registration():
+            click.echo(line)
+        if report is not None:
+            click.echo("\n" + report.render())
+    if failed:
         sys.exit(1)
 
 
 @bailing_cli.command("tools")
-def tools_command() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the list as one JSON object.")
+def tools_command(as_json: bool) -> None:
     """List exported tools, and declared routes that are not exported (and why)."""
     state = _state()
     registry = state.registry()
     catalog = state.catalog()
     excluded = set(catalog.excluded)
+    if as_json:
+        click.echo(json.dumps({
+            "tools": [{
+                "name": t.name, "method": t.method, "path": t.path, "scope": t.scope,
+                "risk": t.risk, "served": t.operation_key not in excluded and not t.options.deprecated,
+                "deprecated": bool(t.options.deprecated), "subject_required": t.subject_required,
+                "sensitive": t.sensitive, "side_effecting": t.side_effecting,
+                "business_approval": bool(t.options.business_approval),
+                "deduplication": t.deduplication,
+            } for t in registry.tools],
+            "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
+                              "reason": i.reason} for i in registry.not_exported],
+        }, ensure_ascii=False, indent=2))
+        return
     rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "DEDUP", "NOTE")]
     for tool in registry.tools:
         note = []
@@ -157,6 +213,8 @@ def tools_command() -> None:
             note.append("side effect (hub sends an idempotency key)")
         elif tool.idempotent and tool.method != "GET" and not tool.readonly:
             note.append("idempotent: the hub may retry")
+        if tool.options.business_approval:
+            note.append("business approval")
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
                      tool.deduplication, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
@@ -170,6 +228,19 @@ def tools_command() -> None:
     for finding in catalog.findings:
         if finding.code == "decorator_order":
             click.echo(f"\n{finding.message}")
+
+
+@bailing_cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def status_command(as_json: bool) -> None:
+    """Show the configuration (secrets redacted), the store, handlers, catalog digest and approvals."""
+    from .status import collect_status, render_status
+
+    data = collect_status(_state())
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_status(data))
 
 
 @bailing_cli.group("idempotency")

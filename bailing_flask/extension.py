@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from ._options import BailingKwargs, ToolKwargs
+    from .approvals import BusinessApprovals
+    from .audit import TelemetryHook
     from .hub_client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
@@ -67,6 +69,9 @@ class BailingState:
         self._callback_verifier: Any = None
         #: the package's own blueprints (catalog and probe, callbacks)
         self.blueprints: tuple[Any, ...] = ()
+        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
+        self.telemetry: TelemetryHook | None = None
+        self._approvals: BusinessApprovals | None = None
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -179,6 +184,16 @@ class BailingState:
             response = self.error_response(info)
             return response.status_code, list(response.headers.items()), response.get_data()
 
+    def signature_refused(self, error: SignatureError, environ: dict[str, Any], path: str) -> None:
+        """The middleware refused a signed request: audit it and send the signal."""
+        from .audit import signature_refusal
+
+        try:
+            signature_refusal(self, error, environ, path)
+        except Exception:  # never let the audit turn a 401 into a 500
+            self.warn_once("refusal_audit_failed", "bailing: auditing a refused request failed",
+                           level=logging.ERROR, exc_info=True)
+
     # -- the hub's other direction ---------------------------------------------------
 
     def callback_verifier(self) -> Any:
@@ -203,7 +218,17 @@ class BailingState:
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
-        return HubClient(hub_url, self._first_client_token())
+        # decisions the hub accepts are recorded, for business_approval tools
+        return HubClient(hub_url, self._first_client_token(),
+                         on_decision=self.approvals().record_decision)
+
+    def approvals(self) -> BusinessApprovals:
+        """Approval requests this app received and the decisions it sent."""
+        if self._approvals is None:
+            from .approvals import BusinessApprovals
+
+            self._approvals = BusinessApprovals(self)
+        return self._approvals
 
     def chat_widget(self, entry: str, uid: str | None = None, *, chat_only: bool = False,
                     **attrs: Any) -> Any:
@@ -259,6 +284,9 @@ class Bailing:
             app.config.setdefault(key, value)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
+        from .config_check import check_at_init, check_at_first_request, log_at_init
+
+        problems = check_at_init(app)  # raises for a configuration that cannot work
         secrets = app.config.get("BAILING_SECRETS")
         if secrets is None and app.config.get("BAILING_SECRET") is not None:
             secrets = app.config["BAILING_SECRET"]
@@ -274,6 +302,7 @@ class Bailing:
             require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
             raw_target=app.config["BAILING_RAW_TARGET"],
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
+            on_refuse=lambda error, environ, path: state_holder[0].signature_refused(error, environ, path),
             verified_elsewhere=tuple(
                 p for p in (app.config.get(k) for k in
                             ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
@@ -290,6 +319,7 @@ class Bailing:
         state = BailingState(self, app, middleware)
         state_holder.append(state)
         app.extensions["bailing"] = state
+        log_at_init(state, problems)
 
         from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
@@ -304,12 +334,28 @@ class Bailing:
         from .cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
+        if app.config["BAILING_OTEL"]:
+            from .otel import instrument
+
+            instrument(app)
         if app.config["BAILING_PUBLIC_CATALOG"]:
             logger.warning(
                 "bailing: BAILING_PUBLIC_CATALOG is on: the tool catalog at %s is readable without "
                 "a signature (hub policy public_allowed). Tool calls remain signed and authorized.",
                 app.config["BAILING_CATALOG_PATH"],
             )
+
+        from .audit import finish_failed
+
+        @app.after_request
+        def _bailing_audit_raised(response: Response) -> Response:
+            # a tool view raised: its audit record gets the status the app answered
+            finish_failed(request.environ, response.status_code)
+            return response
+
+        @app.teardown_request
+        def _bailing_audit_unanswered(exc: BaseException | None = None) -> None:
+            finish_failed(request.environ, None)
 
         compiled: list[bool] = []
 
@@ -327,6 +373,7 @@ class Bailing:
                     # CSRFProtect initialised after Bailing: its check runs after this hook
                     exempt_tool_calls_from_csrf(app)
                 state.catalog()  # compile early so declaration problems are logged at start-up
+                check_at_first_request(state)  # handlers and templates registered since init_app
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
                                 level=logging.ERROR, exc_info=True)
@@ -411,10 +458,20 @@ class Bailing:
         return func
 
     def hub_client(self, app: Flask | None = None) -> HubClient:
-        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token."""
+        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token.
+
+        Decisions it sends and the hub accepts are recorded for
+        ``business_approval`` tools.
+        """
         from flask import current_app
 
         return self.state(app or current_app._get_current_object()).hub_client()  # type: ignore[attr-defined]
+
+    def approvals(self, app: Flask | None = None) -> BusinessApprovals:
+        """The approval requests this app received, and its decisions (see :mod:`~bailing_flask.approvals`)."""
+        from flask import current_app
+
+        return self.state(app or current_app._get_current_object()).approvals()  # type: ignore[attr-defined]
 
     # -- accessors ----------------------------------------------------------------------
 

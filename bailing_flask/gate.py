@@ -11,9 +11,11 @@ them, so what they set up (``g.db``) is there for the subject loader.
 
 Order matters and is fixed: signature (already verified by the middleware)
 -> the routed request is the verified one -> subject present if required ->
-subject loaded -> arguments validated -> authorized -> side effect
-de-duplicated -> view -> audit. Every refusal is a JSON error with a stable
-reason; every call leaves one audit record.
+subject loaded -> arguments validated -> authorized -> approved by the
+business (``business_approval`` tools) -> side effect de-duplicated -> view
+-> audit. Every refusal is a JSON error with a stable reason; every call
+leaves one audit record (:mod:`bailing_flask.audit`), a view that raised
+included.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
+from . import audit
+from .approvals import check_business_approval
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from .idempotency import REPLAY_HEADER
 from .responses import ErrorInfo, json_response
-from .signals import tool_called, tool_denied
+from .signals import tool_called, tool_denied, tool_failed
 from .tools import get_declaration
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
@@ -43,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["install_gates", "run_declared_view", "GATE_KEY"]
 
 logger = logging.getLogger("bailing_flask")
-audit_logger = logging.getLogger("bailing_flask.audit")
 
 #: Set in the environ once the gate admitted a call (the :class:`Tool`).
 GATE_KEY = "bailing.gate"
@@ -254,19 +258,21 @@ def run_gate(
     req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
     environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
+    if verified is None and tool.options.allow_unsigned:
+        if tool.options.validate_unsigned:
+            # a shared route: the human's request gets the same validation as the hub's
+            try:
+                validated = validate_arguments(tool, req, dict(kwargs), human=True)
+            except ArgumentError as exc:
+                return state.error_response(_argument_refusal(exc))
+            environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
+        environ[GATE_KEY] = tool
+        return state.app.make_response(call_view())
+    started = environ[audit.STARTED_KEY] = time.perf_counter()
+    if state.telemetry is not None:
+        environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
     if verified is None:
-        if tool.options.allow_unsigned:
-            if tool.options.validate_unsigned:
-                # a shared route: the human's request gets the same validation as the hub's
-                try:
-                    validated = validate_arguments(tool, request, dict(kwargs), human=True)
-                except ArgumentError as exc:
-                    return state.error_response(_argument_refusal(exc))
-                environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
-            environ[GATE_KEY] = tool
-            return current_app.make_response(call_view())
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
-    started = time.perf_counter()
     altered = altered_part(environ)
     if altered is not None:
         state.warn_once(
@@ -297,6 +303,10 @@ def run_gate(
         decision = decide(tool, call, state.ext.authorizer_func)
         if not decision.allowed:
             return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+        if tool.options.business_approval:
+            unapproved = check_business_approval(state, tool, call)
+            if unapproved is not None:
+                return _refuse(state, tool, verified, unapproved, call)
     if probe is None or probe.mode == "subject":
         replayed = state.idempotency.check_replay(tool, call)
         if replayed is not None:
@@ -324,7 +334,11 @@ def run_gate(
     def execute() -> Response:
         return state.app.make_response(call_view())
 
-    response = state.run_side_effect(tool, call, execute)
+    try:
+        response = state.run_side_effect(tool, call, execute)
+    except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
+        _failed(state, tool, call, exc, started)
+        raise
     _after(state, tool, call, response, started)
     return response
 
@@ -337,7 +351,7 @@ def _refuse(
     probe = _exercise(request.environ)
     if probe is not None:
         probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
-    _audit(tool, verified, response.status_code, None, info.reason, call)
+    _audit(state, tool, verified, response.status_code, info.reason, call)
     tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                      call=call, reason=info.reason, status=response.status_code)
     return response
@@ -346,8 +360,9 @@ def _refuse(
 def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float) -> None:
     duration_ms = (time.perf_counter() - started) * 1000
     reason = None if response.status_code < 400 else "view_status"
-    _audit(tool, call.verified, response.status_code, duration_ms, reason, call,
-           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive)
+    _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
+           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
+           replayed=response.headers.get(REPLAY_HEADER) == "true")
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
     length = response.content_length  # set for every non-streamed body: no copy needed to check
     if (limit and 200 <= response.status_code < 300 and not response.is_streamed
@@ -365,21 +380,41 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
         tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
 
 
+def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float) -> None:
+    """The view raised: one record with the exception's class (never its message).
+
+    The record waits for the status Flask (or the app's error handler)
+    really answers; :func:`audit.finish_failed` writes it.
+    """
+    duration_ms = (time.perf_counter() - started) * 1000
+    status = audit.exception_status(exc)
+    values = bool(state.config("BAILING_AUDIT_ARGUMENT_VALUES")) and not tool.sensitive
+    error = audit.exception_name(exc)
+
+    def record(answered: int | None) -> None:
+        final = status if answered is None else answered
+        reason = "view_status" if final < 500 and status < 500 else "view_raised"
+        _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
+               values=values, error=error)
+
+    request.environ[audit.FAILED_KEY] = record
+    if tool_failed.receivers:
+        tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
+                         call=call, exception=exc, status=status, duration_ms=duration_ms)
+
+
 def _audit(
-    tool: Tool, verified: VerifiedCall | None, status: int, duration_ms: float | None,
-    reason: str | None, call: ToolCall | None, values: bool = False,
+    state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
+    reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
+    values: bool = False, error: str | None = None, replayed: bool = False,
 ) -> None:
-    if not audit_logger.isEnabledFor(logging.INFO):
+    environ = request.environ
+    span = environ.pop(audit.SPAN_KEY, None)
+    if not audit.wanted(state):
         return
-    record: dict[str, Any] = {
-        "tool": tool.name,
-        "job_id": verified.job_id if verified else None,
-        "subject": verified.subject if verified else None,
-        "client": verified.unsigned.client if verified else None,
-        "status": status,
-        "duration_ms": None if duration_ms is None else round(duration_ms, 2),
-        "reason": reason,
-    }
-    if call is not None:
-        record["arguments"] = dict(call.args) if values else sorted(call.args)
-    audit_logger.info("bailing tool call %s", record, extra={"bailing": record})
+    if duration_ms is None:
+        started = environ.get(audit.STARTED_KEY)
+        duration_ms = None if started is None else (time.perf_counter() - started) * 1000
+    record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
+                               error=error, replayed=replayed)
+    audit.emit(state, record, span=span)

@@ -46,6 +46,7 @@ REASON_STATUS: dict[str, int] = {
     "catalog_unavailable": 503,
     "login_required": 403,
     "fresh_login_required": 403,
+    "business_approval_required": 403,
 }
 
 _MESSAGES: dict[str, str] = {
@@ -83,6 +84,10 @@ _MESSAGES: dict[str, str] = {
     "fresh_login_required": (
         "This tool's view requires a fresh interactive login, which a call through BailingHub "
         "never is; it cannot be used as a tool."
+    ),
+    "business_approval_required": (
+        "This tool runs only after the business approved this exact call (same job, subject and "
+        "arguments) in its own approval flow; no such approval is on record here."
     ),
 }
 

@@ -107,6 +107,14 @@ SETTINGS: tuple[Setting, ...] = (
             "413 `body_too_large` before they are read past the limit (chunked uploads too). "
             "The hub's largest POST is a finished job's full record, which carries the `/run` "
             "request (at most 1 MiB at the hub's default) plus the result."),
+    Setting("BAILING_APPROVAL_RETENTION", 7 * 24 * 3600,
+            "Seconds an approval request this app received (and its decision) is kept in the "
+            "store: the window in which the hub may re-run an approved job and a "
+            "`business_approval` tool still finds the approval."),
+    Setting("BAILING_OTEL", False,
+            "Emit an OpenTelemetry span per tool call and the call and refusal metrics through "
+            "the global tracer and meter providers (needs the `otel` extra). "
+            "`bailing_flask.otel.instrument(app, ...)` does the same with chosen providers."),
 )
 
 #: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.

@@ -212,6 +212,7 @@ class ToolOptions(_Model):
     failure_is_atomic: bool | None = Field(default=None, strict=True)
 
     validate_unsigned: bool | None = None
+    business_approval: bool | None = None
 
     @model_validator(mode="after")
     def _deduplication_is_consistent(self) -> ToolOptions:

@@ -36,6 +36,7 @@ __all__ = [
     "VerifiedCall",
     "UnsignedHeaders",
     "ErrorRenderer",
+    "RefusalListener",
 ]
 
 logger = logging.getLogger("bailing_flask")
@@ -49,6 +50,8 @@ MiB = 1024 * 1024
 
 #: Renders a refusal: returns ``(status, headers, body)``; ``None`` keeps the default.
 ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
+#: Told about every refusal: ``(error, environ, path)`` (audit, signals, metrics).
+RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
 
 _STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large",
                 503: "503 Service Unavailable"}
@@ -236,6 +239,10 @@ class BailingMiddleware:
         ``REQUEST_URI`` was rewritten upstream.
     :param error_renderer: restyles refusals; receives the
         :class:`~bailing_flask.errors.SignatureError`.
+    :param on_refuse: called with the error, the environ and the path of
+        every refused request, before the refusal is answered (the Flask
+        extension audits it and sends a signal); its exceptions are logged,
+        never raised.
     :param verified_elsewhere: exact paths whose signature uses another
         scheme (the hub's callbacks: client token, milliseconds); they pass
         through and the endpoint verifies them itself, but their bodies are
@@ -271,6 +278,7 @@ class BailingMiddleware:
         require_signature: Sequence[str] = (),
         raw_target: Literal["auto", "reconstruct"] = "auto",
         error_renderer: ErrorRenderer | None = None,
+        on_refuse: RefusalListener | None = None,
         verified_elsewhere: Sequence[str] = (),
         elsewhere_max_body_size: int = 4 * MiB,
         clock: Clock = time.time,
@@ -308,6 +316,7 @@ class BailingMiddleware:
         self.require_signature = tuple(require_signature)
         self.raw_target = raw_target
         self.error_renderer = error_renderer
+        self.on_refuse = on_refuse
         self.verified_elsewhere = frozenset(verified_elsewhere)
         self.elsewhere_max_body_size = elsewhere_max_body_size
 
@@ -437,6 +446,11 @@ class BailingMiddleware:
                 error.reason,
                 job[:64],
             )
+        if self.on_refuse is not None:
+            try:
+                self.on_refuse(error, environ, path)
+            except Exception:
+                logger.exception("bailing: the refusal listener failed")
         rendered = self.error_renderer(error) if self.error_renderer else None
         if rendered is None:
             rendered = default_error_response(error)

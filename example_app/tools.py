@@ -199,14 +199,16 @@ def refund_request_create() -> Any:
 
 @api.post("/refunds/<int:request_id>/execute")
 @tool(
-    name="refund_execute", scope="refund.execute", risk="high",
+    name="refund_execute", scope="refund.execute", risk="high", business_approval=True,
     params=[Param("request_id", location="path", description="The refund_request_id to pay out.")],
     returns="status executed once the money is sent back to the customer.",
 )
 def refund_execute(request_id: int) -> Any:
     """Pay out a submitted refund request.
 
-    ``risk="high"``: the hub asks a human before every call.
+    ``risk="high"``: the hub asks for an approval before every call, and
+    ``business_approval=True``: this shop's staff give it (on the activity
+    page), and the call runs only with exactly the approved arguments.
     """
     user = _user()
     try:

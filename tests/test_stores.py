@@ -22,6 +22,7 @@ import pytest
 
 from bailing_flask.errors import BailingError, ConfigurationError
 from bailing_flask.stores import (
+    ApprovalRecord,
     Entry,
     EntryMeta,
     IdempotencyStore,
@@ -471,6 +472,124 @@ def test_remember_signature_accepts_each_signature_once_per_ttl(
     clock.advance(0.5)
     assert store.remember_signature(signature, ttl_seconds=300)
     assert not store.remember_signature(signature, ttl_seconds=300)
+
+
+# --- business approvals ------------------------------------------------------------------
+
+APPROVAL_HASH = "17b4db064e17f4878e391177e6ca623b798911f34014bc9e78920993d7dd27ad"
+
+
+def approval(approval_id: int = 123, job_id: str = "job-test-001", tool: str = "refund_execute",
+             **fields: Any) -> ApprovalRecord:
+    values: dict[str, Any] = {
+        "subject": "t1:u1", "args": {"request_id": 7, "note": "退款 ✓"},
+        "details": {"route": "门店运营", "policy": "risk_high"}, **fields,
+    }
+    return ApprovalRecord(approval_id=approval_id, job_id=job_id, request_id="req-1", tool=tool,
+                          args_hash=APPROVAL_HASH, **values)
+
+
+def test_a_received_approval_is_kept_pending_once(store: IdempotencyStore, clock: Clock) -> None:
+    stored = store.add_approval(approval(), retention_seconds=RETENTION)
+    assert (stored.status, stored.received_at, stored.expires_at) == ("pending", T0, T0 + RETENTION)
+    assert stored.args == {"request_id": 7, "note": "退款 ✓"} and not stored.args_truncated
+    assert stored.details == {"route": "门店运营", "policy": "risk_high"}
+    assert store.get_approval(123) == stored
+    clock.advance(5)
+    # a retried delivery (same body, or even a different one) keeps the first record
+    again = store.add_approval(approval(args="{\"x\":1"), retention_seconds=RETENTION)
+    assert again == stored
+
+
+def test_the_first_decision_is_final(store: IdempotencyStore, clock: Clock) -> None:
+    assert store.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                                 retention_seconds=RETENTION) is None  # never received
+    store.add_approval(approval(), retention_seconds=RETENTION)
+    clock.advance(10)
+    decided = store.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                                    retention_seconds=RETENTION)
+    assert decided is not None
+    assert (decided.status, decided.decision_id, decided.approver) == ("approved", "biz-1", "u1")
+    assert decided.decided_at == T0 + 10 and decided.expires_at == T0 + 10 + RETENTION
+    again = store.record_decision(123, status="denied", decision_id="biz-2", approver="u2",
+                                  retention_seconds=RETENTION)
+    assert again == decided
+    store.add_approval(approval(), retention_seconds=RETENTION)  # a late retry of the request
+    assert store.get_approval(123) == decided
+
+
+def test_approvals_are_found_by_job_and_tool_and_listed(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    store.add_approval(approval(1), retention_seconds=RETENTION)
+    clock.advance(1)
+    store.add_approval(approval(2, tool="other_tool"), retention_seconds=RETENTION)
+    clock.advance(1)
+    store.add_approval(approval(3, args="{\"long\":\"" + "x" * 990), retention_seconds=RETENTION)
+    store.add_approval(approval(4, job_id="job-2"), retention_seconds=RETENTION)
+    assert [r.approval_id for r in store.find_approvals(job_id="job-test-001",
+                                                        tool="refund_execute")] == [1, 3]
+    assert store.find_approvals(job_id="job-test-001", tool="refund_execute")[1].args_truncated
+    assert store.find_approvals(job_id="nope", tool="refund_execute") == []
+    store.record_decision(1, status="denied", decision_id="d1", approver="u1",
+                          retention_seconds=RETENTION)
+    assert [r.approval_id for r in store.list_approvals()] == [1, 2, 3, 4]
+    assert [r.approval_id for r in store.list_approvals(status="pending")] == [2, 3, 4]
+    assert [r.approval_id for r in store.list_approvals(status="pending", limit=1)] == [2]
+    assert [r.approval_id for r in store.list_approvals(status="denied")] == [1]
+
+
+def test_approval_records_expire(store: IdempotencyStore, clock: Clock) -> None:
+    store.add_approval(approval(), retention_seconds=60)
+    clock.advance(60)
+    assert store.get_approval(123) is None
+    assert store.find_approvals(job_id="job-test-001", tool="refund_execute") == []
+    assert store.list_approvals() == []
+    assert store.record_decision(123, status="approved", decision_id="d", approver="u",
+                                 retention_seconds=60) is None
+    fresh = store.add_approval(approval(), retention_seconds=60)  # a new record after expiry
+    assert fresh.received_at == T0 + 60 and fresh.status == "pending"
+
+
+def test_approval_arguments_are_validated(store: IdempotencyStore) -> None:
+    with pytest.raises(ValueError):
+        approval(0)
+    with pytest.raises(ValueError):
+        approval(job_id="")
+    store.add_approval(approval(), retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.record_decision(123, status="pending", decision_id="d", approver="u",  # type: ignore[arg-type]
+                              retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.record_decision(123, status="approved", decision_id="", approver="u",
+                              retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.add_approval(approval(), retention_seconds=0)
+    with pytest.raises(ValueError):
+        store.get_approval(True)  # type: ignore[arg-type]
+    assert store.get_approval(123).status == "pending"  # type: ignore[union-attr]
+
+
+def test_a_store_without_approval_support_says_so() -> None:
+    class Legacy(MemoryStore):
+        pass
+
+    for name in ("add_approval", "record_decision", "get_approval", "find_approvals",
+                 "list_approvals"):
+        assert getattr(IdempotencyStore, name) is not getattr(MemoryStore, name)
+    with pytest.raises(NotImplementedError):
+        IdempotencyStore.get_approval(Legacy(), 1)
+
+
+def test_sqlite_approvals_survive_reopening_the_file(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "approvals.db"
+    with SQLiteStore(path, clock=clock) as first:
+        first.add_approval(approval(), retention_seconds=RETENTION)
+        first.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                              retention_seconds=RETENTION)
+    with SQLiteStore(path, clock=clock) as second:
+        record = second.get_approval(123)
+    assert record is not None and record.status == "approved" and record.subject == "t1:u1"
 
 
 # --- concurrency within one process ---------------------------------------------------

@@ -34,6 +34,7 @@ backend but whose answer was lost can be repeated safely.
 
 from __future__ import annotations
 
+import builtins
 import base64
 import json
 import math
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import BailingError
+from .approvals import ApprovalRecord, ApprovalStatus
 
 __all__ = [
     "Clock",
@@ -320,6 +322,53 @@ class IdempotencyStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store reconnects if it is used again."""
+
+    # --- business approvals (see stores/approvals.py) ------------------------------
+    #
+    # Not abstract, so a store written for an earlier version keeps working
+    # for everything else; the built-in stores implement all of them and the
+    # approval check fails closed on a store that does not.
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        """Keep a received approval request, unless a live record with its id exists.
+
+        Returns the live record: the new one (``received_at`` is now, status
+        ``pending``), or the existing one unchanged (a retried or repeated
+        delivery of the same request never resets a decision).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        """Record the decision the hub accepted on a live record; ``None`` if there is none.
+
+        A pending record becomes ``status`` (``approved`` or ``denied``) and
+        is kept at least ``retention_seconds`` from now. A record already
+        decided is returned unchanged, whatever this call asks: the first
+        decision is final, as it is at the hub.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        """The live record of ``approval_id``, or ``None``."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        """Live records of one job and tool, oldest first."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        """Live records, oldest first, optionally only those in ``status``."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
 
     def __enter__(self) -> IdempotencyStore:
         return self

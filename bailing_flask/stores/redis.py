@@ -30,6 +30,7 @@ replayed call run its side effect again.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 import threading
@@ -41,6 +42,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
+from .approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    check_approval_id,
+    check_decision,
+    decode_record,
+    encode_request,
+    retention,
+)
 from .base import (
     RESOLVED_TOKEN,
     Clock,
@@ -179,6 +189,52 @@ return removed
 """
 
 
+# Approval records: a hash per approval id, and a set of ids per job.
+# KEYS: record, job index. ARGV: now, expires_at, ttl ms, job_id, tool, request, id.
+_ADD_APPROVAL = """
+local exp = redis.call('HGET', KEYS[1], 'expires_at')
+if exp and tonumber(exp) > tonumber(ARGV[1]) then return redis.call('HGETALL', KEYS[1]) end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'job_id', ARGV[4], 'tool', ARGV[5], 'status', 'pending',
+  'received_at', ARGV[1], 'expires_at', ARGV[2], 'request', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[7])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: record. ARGV: now, status, decision_id, approver, expires_at, ttl ms, job index prefix.
+_RECORD_DECISION = """
+local f = redis.call('HMGET', KEYS[1], 'expires_at', 'status', 'job_id')
+if not f[1] or tonumber(f[1]) <= tonumber(ARGV[1]) then return {} end
+if f[2] == 'pending' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decision_id', ARGV[3], 'approver', ARGV[4],
+    'decided_at', ARGV[1])
+  if tonumber(ARGV[5]) > tonumber(f[1]) then
+    redis.call('HSET', KEYS[1], 'expires_at', ARGV[5])
+    redis.call('PEXPIRE', KEYS[1], ARGV[6])
+    local index = ARGV[7] .. f[3]
+    if redis.call('PTTL', index) < tonumber(ARGV[6]) then redis.call('PEXPIRE', index, ARGV[6]) end
+  end
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
+def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> ApprovalRecord:
+    def text(name: bytes) -> str | None:
+        value = fields.get(name)
+        return None if value is None else value.decode("utf-8")
+
+    decided_at = fields.get(b"decided_at")
+    return decode_record(
+        approval_id, text(b"job_id") or "", text(b"tool") or "", fields[b"request"],
+        status=text(b"status") or "pending", received_at=float(fields[b"received_at"]),
+        expires_at=float(fields[b"expires_at"]), decision_id=text(b"decision_id"),
+        approver=text(b"approver"), decided_at=None if decided_at is None else float(decided_at),
+    )
+
+
 def _import_redis() -> Any:
     try:
         import redis
@@ -312,6 +368,10 @@ class RedisStore(IdempotencyStore):
         self._resolve = client.register_script(_RESOLVE)
         self._remember = client.register_script(_REMEMBER_SIGNATURE)
         self._cleanup = client.register_script(_CLEANUP)
+        self._approval_ns = f"{prefix}appr:"
+        self._approval_job_ns = f"{prefix}apprjob:"
+        self._add_approval = client.register_script(_ADD_APPROVAL)
+        self._record_decision = client.register_script(_RECORD_DECISION)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.display!r}, prefix={self.prefix!r})"
@@ -637,6 +697,91 @@ class RedisStore(IdempotencyStore):
         if self._owns_client:
             with self._unchecked_errors():
                 self._client.close()
+
+
+    # --- business approvals -----------------------------------------------------
+
+    def _approval_key(self, approval_id: int) -> str:
+        return f"{self._approval_ns}{approval_id}"
+
+    def _live_approvals(self, ids: Iterable[int]) -> builtins.list[ApprovalRecord]:
+        ids = list(ids)
+        if not ids:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for approval_id in ids:
+            pipe.hgetall(self._approval_key(approval_id))
+        now = self.clock()
+        records = []
+        for approval_id, fields in zip(ids, pipe.execute()):
+            if fields and b"request" in fields:
+                record = _approval_from_hash(approval_id, fields)
+                if record.is_live(now):
+                    records.append(record)
+        return sorted(records, key=lambda r: (r.received_at, r.approval_id))
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        keep = retention(retention_seconds)
+        now = self.clock()
+        with self._errors():
+            flat = self._add_approval(
+                keys=[self._approval_key(record.approval_id),
+                      self._approval_job_ns + record.job_id],
+                args=[_num(now), _num(now + keep), _millis(keep), record.job_id, record.tool,
+                      encode_request(record), record.approval_id],
+            )
+        return _approval_from_hash(record.approval_id, _pairs(flat))
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        keep = retention(retention_seconds)
+        now = self.clock()
+        with self._errors():
+            flat = self._record_decision(
+                keys=[self._approval_key(approval_id)],
+                args=[_num(now), status, decision_id, approver, _num(now + keep), _millis(keep),
+                      self._approval_job_ns],
+            )
+        return _approval_from_hash(approval_id, _pairs(flat)) if flat else None
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        with self._errors():
+            found = self._live_approvals([approval_id])
+        return found[0] if found else None
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        with self._errors():
+            members = self._client.smembers(self._approval_job_ns + job_id)
+            records = self._live_approvals(sorted(int(m) for m in members))
+        return [r for r in records if r.tool == tool]
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        """Live records, oldest first; scans the approval keys (for operators and pages)."""
+        _check_limit(limit)
+        found: dict[int, ApprovalRecord] = {}
+        with self._errors():
+            for _cursor, keys in self._scan(_glob_escape(self._approval_ns) + "*"):
+                ids = []
+                for key in keys:
+                    tail = key.decode("utf-8")[len(self._approval_ns):]
+                    if tail.isdigit():
+                        ids.append(int(tail))
+                for record in self._live_approvals(ids):
+                    if status is None or record.status == status:
+                        found[record.approval_id] = record
+        return sorted(found.values(), key=lambda r: (r.received_at, r.approval_id))[:limit]
 
 
 def _unreachable(exc: BaseException) -> bool:
