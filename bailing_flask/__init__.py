@@ -8,10 +8,12 @@ detail.
 from __future__ import annotations
 
 from .context import (
+    Arguments,
     ToolCall,
     ToolInfo,
     current_call,
     current_subject,
+    get_arguments,
     get_current_call,
     get_current_subject,
 )
@@ -23,6 +25,7 @@ from .errors import (
     ToolDeclarationError,
 )
 from .extension import Bailing
+from .integrations import is_hub_request, is_tool_call, rate_limit_key
 from .responses import ErrorInfo, tool_result
 from .signing import (
     CallbackVerifier,
@@ -39,6 +42,7 @@ from .wsgi import BailingMiddleware, UnsignedHeaders, VerifiedCall
 __version__ = "0.1.0"
 
 __all__ = [
+    "Arguments",
     "Bailing",
     "BailingError",
     "ErrorInfo",
@@ -47,8 +51,12 @@ __all__ = [
     "ToolInfo",
     "current_call",
     "current_subject",
+    "get_arguments",
     "get_current_call",
     "get_current_subject",
+    "is_hub_request",
+    "is_tool_call",
+    "rate_limit_key",
     "tool",
     "tool_defaults",
     "tool_result",

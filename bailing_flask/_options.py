@@ -56,8 +56,11 @@ class ToolKwargs(TypedDict, total=False):
     authorizer: Callable[..., Any]
     allow_unsigned: bool
     idempotency_key: Callable[..., Any]
-    idempotency: bool
+    deduplicate: bool
+    validate_unsigned: bool
     rerun_uncertain: bool
+    failure_is_atomic: bool
+    business_approval: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -89,3 +92,7 @@ class BailingKwargs(TypedDict, total=False):
     approval_path: str | None
     callback_window_ms: int
     callback_max_body_size: int
+    base_url: str | None
+    csrf_exempt: bool
+    approval_retention: float
+    otel: bool

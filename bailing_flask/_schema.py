@@ -14,6 +14,8 @@ import weakref
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from .errors import ToolDeclarationError
 
@@ -22,6 +24,27 @@ __all__ = ["model_schema", "type_schema", "converter_schema", "openapi_schema"]
 _DROP_KEYS = {"title", "$defs", "definitions"}
 MAX_SAFE_INTEGER = 2**53 - 1
 _NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+class _HubSchema(GenerateJsonSchema):
+    """Pydantic's schema, except that a ``Decimal`` is published as a JSON ``number``.
+
+    Pydantic describes a ``Decimal`` for validation as ``anyOf [number,
+    string]`` (or a ``string`` with a pattern). The hub needs a ``type`` to
+    compare ``approval_when`` values against, and refuses the whole tool
+    otherwise; the model always sends amounts as JSON numbers anyway. The
+    app still receives a ``Decimal``: pydantic turns the number into one.
+    """
+
+    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+        def bound(key: str) -> float | None:
+            value: Any = schema.get(key)  # type: ignore[misc,unused-ignore]
+            return None if value is None else float(value)
+
+        return self.float_schema(core_schema.float_schema(
+            allow_inf_nan=schema.get("allow_inf_nan"), multiple_of=bound("multiple_of"),
+            le=bound("le"), ge=bound("ge"), lt=bound("lt"), gt=bound("gt"),
+        ))
 
 
 def _resolve(ref: str, defs: dict[str, Any], where: str) -> dict[str, Any]:
@@ -105,7 +128,9 @@ def model_schema(model: type[BaseModel], where: str) -> dict[str, Any]:
         raise ToolDeclarationError(f"{where}: expected a pydantic model class, got {model!r}")
     cached = _MODEL_SCHEMAS.get(model)
     if cached is None:
-        cached = openapi_schema(model.model_json_schema(mode="validation"), where)
+        cached = openapi_schema(
+            model.model_json_schema(mode="validation", schema_generator=_HubSchema), where
+        )
         _MODEL_SCHEMAS[model] = cached
     return cached
 
@@ -115,7 +140,7 @@ def type_schema(tp: Any, where: str) -> dict[str, Any]:
     if isinstance(tp, dict):
         return copy.deepcopy(tp)
     try:
-        schema = TypeAdapter(tp).json_schema(mode="validation")
+        schema = TypeAdapter(tp).json_schema(mode="validation", schema_generator=_HubSchema)
     except Exception as exc:  # pydantic raises several types for unsupported types
         raise ToolDeclarationError(f"{where}: unsupported parameter type {tp!r}: {exc}") from None
     return openapi_schema(schema, where)

@@ -4,18 +4,29 @@ The hub places undeclared arguments in the query (GET) or the body (other
 methods), so an unknown parameter means the model invented one: refuse it
 by name. Type errors name the parameter and what was expected, never the
 submitted value (the model sees error bodies; values may be personal data).
+
+Query values arrive as the hub's ``String(value)``: booleans as ``true`` /
+``false``, numbers in JavaScript's shortest form (``9.9``, ``1e+21``), and
+an array as its items joined with ``,`` in a single pair (``tags=a%2Cb``).
+An array-typed query parameter is therefore split on ``,`` before it is
+validated (``tags=`` is the empty array), so ``list[str]``, ``list[int]``,
+``list[bool]`` and the like receive what the model sent -- except items
+that contain ``,`` themselves, which the linter points out.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 from types import MappingProxyType
 from typing import Any
 
-from flask import Request
+from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
 
 from .registry import Tool
+from .wsgi import AS_VERIFIED_KEY
 
 __all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
 
@@ -89,15 +100,18 @@ def _describe_errors(
     return described
 
 
+@functools.lru_cache(maxsize=1024)
 def _allows_extra(model: type[BaseModel]) -> bool:
     return model.model_config.get("extra") in ("allow", "ignore")
 
 
-def _field_names(model: type[BaseModel]) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    """The names a model accepts (computed once per model, not per call)."""
     names = set()
     for name, info in model.model_fields.items():
         names.add(info.validation_alias if isinstance(info.validation_alias, str) else (info.alias or name))
-    return names
+    return frozenset(names)
 
 
 def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -105,6 +119,11 @@ def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+    model = tool.query_model
+    if not request.environ.get("QUERY_STRING"):  # the common POST: nothing to parse
+        if model is None:
+            return None, {}
+        return _checked_query(tool, model, {})
     args = request.args
     repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
     if repeated:
@@ -126,20 +145,75 @@ def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dic
             raise ArgumentError("unknown_parameter", [
                 {"parameter": k, "location": "query"} for k in unknown
             ])
-    properties = {p["name"]: p.get("schema") for p in tool.parameters if p.get("in") == "query"}
+    return _checked_query(tool, model, args.to_dict())
+
+
+def _checked_query(
+    tool: Tool, model: type[BaseModel], values: dict[str, Any]
+) -> tuple[BaseModel, dict[str, Any]]:
+    properties = tool.query_properties
     try:
-        query = model.model_validate(args.to_dict())
+        query = model.model_validate(_as_the_hub_sent_them(values, properties))
     except ValidationError as exc:
         raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
     return query, query.model_dump()
 
 
-def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+def _is_array(schema: Any) -> bool:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    return raw == "array" or (isinstance(raw, list) and "array" in raw)
+
+
+def _as_the_hub_sent_them(values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    """Split the comma-joined value of every array-typed query parameter."""
+    for name, schema in properties.items():
+        value = values.get(name)
+        if isinstance(value, str) and _is_array(schema):
+            values[name] = value.split(",") if value else []
+    return values
+
+
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_data(request: Request) -> dict[str, Any]:
+    """A human's HTML form, field by field (a field sent twice is refused like a repeated query)."""
+    form = request.form
+    repeated = sorted(k for k in form if len(form.getlist(k)) > 1)
+    if repeated:
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": k, "location": "body", "problem": "repeated",
+             "message": "This parameter was sent more than once."} for k in repeated
+        ])
+    data = form.to_dict()
+    if "csrf" in current_app.extensions:  # Flask-WTF's token is the form's, not an argument
+        data.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
+    return data
+
+
+def _raw_body(request: Request) -> bytes:
+    """The body bytes, without a copy through Werkzeug when the verifier holds them in memory.
+
+    The stream handed to the app is left where it is, so the view can still
+    read it (``request.get_json()``, ``request.stream``).
+    """
+    environ = request.environ
+    stream = environ.get("wsgi.input")
+    seen = environ.get(AS_VERIFIED_KEY)
+    if seen is not None and stream is seen.stream and stream.__class__ is io.BytesIO:
+        return stream.getvalue()
+    return request.get_data(cache=True)
+
+
+def _validate_body(
+    tool: Tool, request: Request, human: bool = False
+) -> tuple[BaseModel | None, dict[str, Any]]:
     if tool.method == "GET":
         return None, {}
-    raw = request.get_data(cache=True)
-    if raw.strip() == b"":
-        data: Any = {}
+    if human and request.mimetype in _FORM_TYPES:
+        data: Any = _form_data(request)
+    elif (raw := _raw_body(request)).strip() == b"":
+        data = {}
     else:
         try:
             data = json.loads(raw)
@@ -175,10 +249,16 @@ def _validate_body(tool: Tool, request: Request) -> tuple[BaseModel | None, dict
     return body, body.model_dump()
 
 
-def validate_arguments(tool: Tool, request: Request, view_args: dict[str, Any]) -> ValidatedArguments:
-    """Validate path, query and body; path values are already typed by the route."""
+def validate_arguments(
+    tool: Tool, request: Request, view_args: dict[str, Any], *, human: bool = False
+) -> ValidatedArguments:
+    """Validate path, query and body; path values are already typed by the route.
+
+    ``human=True`` validates an unsigned request to a shared route, which may
+    also send its body as an HTML form.
+    """
     query, query_args = _validate_query(tool, request)
-    body, body_args = _validate_body(tool, request)
+    body, body_args = _validate_body(tool, request, human)
     args: dict[str, Any] = dict(view_args)
     args.update(query_args)
     args.update(body_args)  # like the hub: a body property overrides same-named parameters

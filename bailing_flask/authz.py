@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._sync import call_sync
 from .context import ToolCall, ToolInfo
 from .wsgi import VerifiedCall
 
@@ -39,11 +40,8 @@ class Decision:
 
 
 def tool_info(tool: Tool) -> ToolInfo:
-    return ToolInfo(
-        name=tool.name, scope=tool.scope, method=tool.method, path=tool.path, risk=tool.risk,
-        readonly=tool.readonly, idempotent=tool.idempotent,
-        subject_required=tool.subject_required, sensitive=tool.sensitive,
-    )
+    """What authorizers and views see of ``tool`` (built once per compiled tool)."""
+    return tool.info
 
 
 class SubjectLoadError(Exception):
@@ -51,11 +49,14 @@ class SubjectLoadError(Exception):
 
 
 def load_user(loader: SubjectLoader | None, subject: str | None) -> Any:
-    """Map the raw subject to the app's user object (``None`` if unknown or anonymous)."""
+    """Map the raw subject to the app's user object (``None`` if unknown or anonymous).
+
+    An ``async def`` loader is awaited (``flask[async]``).
+    """
     if loader is None or not subject:
         return None
     try:
-        return loader(subject)
+        return call_sync(loader, subject)
     except Exception as exc:
         logger.error("bailing: subject loader raised %s for subject %r; denying", type(exc).__name__,
                      subject, exc_info=True)
@@ -63,7 +64,11 @@ def load_user(loader: SubjectLoader | None, subject: str | None) -> Any:
 
 
 def decide(tool: Tool, call: ToolCall, app_authorizer: Authorizer | None) -> Decision:
-    """Run the tool's authorizer (or the app-wide one); only ``True`` allows."""
+    """Run the tool's authorizer (or the app-wide one); only ``True`` allows.
+
+    An ``async def`` authorizer is awaited (``flask[async]``): its coroutine
+    object is never mistaken for a verdict.
+    """
     if tool.subject_required and not call.subject:
         return Decision(False, "subject_required")
     authorizer = tool.authorizer or app_authorizer
@@ -72,7 +77,7 @@ def decide(tool: Tool, call: ToolCall, app_authorizer: Authorizer | None) -> Dec
                      tool.name)
         return Decision(False, "no_authorizer")
     try:
-        verdict = authorizer(call)
+        verdict = call_sync(authorizer, call)
     except Exception as exc:
         logger.error("bailing: authorizer raised %s for tool %r, subject %r; denying",
                      type(exc).__name__, tool.name, call.subject, exc_info=not tool.sensitive)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
 
+from ._sync import call_sync
 from .errors import SignatureError
 from .payloads import (
     ApprovalRequest,
@@ -77,7 +78,11 @@ def dedupe_key(kind: str, payload: Any) -> str:
     raise TypeError(f"unknown callback payload {type(payload).__name__}")
 
 
-def _refused(kind: str, error: SignatureError) -> Response:
+def _refused(kind: str, error: SignatureError, state: BailingState | None = None) -> Response:
+    if state is not None:
+        from .audit import callback_refusal
+
+        callback_refusal(state, kind, error)
     logger.error(
         "bailing: REFUSED a hub %s callback at %s: %s. The hub does not retry a 4xx, so this "
         "event is lost unless fixed. Likely cause: %s.",
@@ -96,14 +101,16 @@ def _handle(state: BailingState, kind: str) -> Response:
         logger.error("bailing: a %s handler is registered but BAILING_CLIENT_TOKENS is not set; "
                      "refusing the hub's callback", kind)
         return json_response({"error": "unavailable", "reason": "not_configured"}, 503)
-    raw = request.get_data(cache=True)
+    raw = _bounded_body(int(state.config("BAILING_CALLBACK_MAX_BODY_SIZE")))
+    if raw is None:
+        return _refused(kind, SignatureError("body_too_large", status=413), state)
     try:
         state.callback_verifier().verify(
             request.headers.get("X-Bailing-Signature"), request.headers.get("X-Bailing-Timestamp"),
             raw,
         )
     except SignatureError as error:
-        return _refused(kind, error)
+        return _refused(kind, error, state)
     _, parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)
@@ -113,6 +120,25 @@ def _handle(state: BailingState, kind: str) -> Response:
         return json_response({"error": "bad_request", "reason": "invalid_payload",
                               "message": str(error)}, 400)
     return _run_once(state, kind, handler, payload)
+
+
+def _bounded_body(limit: int) -> bytes | None:
+    """The body, never read past ``limit`` (``None`` when it is larger).
+
+    The middleware bounds these paths already; this holds even where a
+    request reached the endpoint some other way.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = request.stream.read(min(64 * 1024, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+    return None
 
 
 def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], payload: Any) -> Response:
@@ -139,8 +165,12 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
         # the same event is being handled right now: 503 makes the hub come back
         return json_response({"error": "unavailable", "reason": "in_progress"}, 503,
                              {"Retry-After": "2"})
+    if kind == "approval":
+        unavailable = _record_approval(state, payload, key, token)
+        if unavailable is not None:
+            return unavailable
     try:
-        handler(payload)
+        call_sync(handler, payload)
     except Exception:
         logger.exception("bailing: the %s callback handler failed for job %r; answering 500 so "
                          "the hub retries", kind, payload.job_id)
@@ -157,6 +187,27 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
     callback_received.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                            kind=kind, payload=payload)
     return json_response({"ok": True}, 200)
+
+
+def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, token: str
+                     ) -> Response | None:
+    """Keep the verified request, so ``business_approval`` tools can check it later."""
+    try:
+        state.approvals().record_request(payload)
+    except NotImplementedError:
+        state.warn_once("approvals_unsupported", "bailing: the idempotency store keeps no approval "
+                        "records; business_approval tools will refuse every call",
+                        level=logging.ERROR)
+    except StoreUnavailable as exc:
+        logger.error("bailing: could not record approval request %d (%s); asking the hub to retry",
+                     payload.approval_id, exc)
+        try:
+            state.idempotency.store().release(key, token=token)
+        except StoreUnavailable:
+            pass
+        return json_response({"error": "unavailable", "reason": "idempotency_store_unavailable"},
+                             503)
+    return None
 
 
 def make_callbacks_blueprint(state: BailingState) -> Blueprint:

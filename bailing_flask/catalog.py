@@ -9,11 +9,14 @@ bytes and the hub's change detection stays quiet.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from .lint import Finding, lint_document
+from ._base_url import PathMap
+from .lint import lint_document
+from .lint.codes import Finding, finding
 from .registry import Registry, Tool
 
 __all__ = ["Catalog", "build_catalog", "tool_operation"]
@@ -38,7 +41,8 @@ def _capability(tool: Tool) -> dict[str, Any]:
         execution["timeout_ms"] = options.timeout_ms
     capability["execution"] = execution
     approval: dict[str, Any] = {}
-    if options.approval_required:
+    if options.approval_required or options.business_approval:
+        # a tool the business must approve is worth nothing to the hub without an approval
         approval["required"] = True
     if options.approval_when:
         approval["when"] = [condition.to_capability() for condition in options.approval_when]
@@ -106,17 +110,32 @@ def tool_operation(tool: Tool) -> dict[str, Any]:
 
 @dataclass
 class Catalog:
-    """The full document, its findings, and the served (error-free) bytes."""
+    """The full document, its findings, and the served (error-free) bytes.
+
+    Operation keys (``excluded``, finding paths) use the catalog paths: with
+    ``BAILING_BASE_URL`` these may differ from the routes (:meth:`key_of`).
+    """
 
     document: dict[str, Any]
     findings: list[Finding]
     served: dict[str, Any]
     served_bytes: bytes
     excluded: list[str]
+    #: how routes became catalog paths (``None``: they are the routes)
+    path_map: PathMap | None = None
 
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
+
+    def path_of(self, tool: Tool) -> str | None:
+        """The catalog path of a registry tool; ``None`` if the base URL cannot reach it."""
+        return tool.path if self.path_map is None else self.path_map.catalog_path(tool.path)
+
+    def key_of(self, tool: Tool) -> str:
+        """The operation key the findings and ``excluded`` use for a registry tool."""
+        path = self.path_of(tool)
+        return tool.operation_key if path is None else f"{tool.method} {path}"
 
 
 def _document(tools: list[Tool], title: str, version: str, probe_path: str | None) -> dict[str, Any]:
@@ -139,24 +158,62 @@ def serialize(document: dict[str, Any]) -> bytes:
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
-def build_catalog(registry: Registry, *, title: str, version: str, probe_path: str | None) -> Catalog:
+def _placed(
+    registry: Registry, probe_path: str | None, path_map: PathMap | None
+) -> tuple[list[Tool], list[Finding], str | None]:
+    """The tools at their catalog paths, the registry's findings keyed the same way, the probe.
+
+    Without a path map (no ``BAILING_BASE_URL``) nothing moves.
+    """
+    if path_map is None or path_map.identity:
+        return list(registry.tools), list(registry.findings), probe_path
+    placed: list[Tool] = []
+    renamed: dict[str, str] = {}
+    findings: list[Finding] = []
+    for tool in registry.tools:
+        public = path_map.catalog_path(tool.path)
+        if public is None:
+            findings.append(finding(
+                "outside_base_url", tool.operation_key,
+                name=tool.name, public=path_map.public(tool.path), base=path_map.base,
+            ))
+            placed.append(tool)
+            continue
+        moved = dataclasses.replace(tool, path=public)
+        renamed[tool.operation_key] = moved.operation_key
+        placed.append(moved)
+    findings.extend(dataclasses.replace(f, path=renamed.get(f.path, f.path)) for f in registry.findings)
+    probe = path_map.catalog_path(probe_path) if probe_path else None
+    if probe_path and probe is None:
+        findings.append(finding(
+            "authz_probe_outside_base_url", "-", public=path_map.public(probe_path), base=path_map.base,
+        ))
+    return placed, findings, probe
+
+
+def build_catalog(
+    registry: Registry, *, title: str, version: str, probe_path: str | None,
+    path_map: PathMap | None = None,
+) -> Catalog:
     """Render, lint, and drop the operations the hub would reject.
 
     An operation with an error is left out of the served catalog (and
     logged by the caller) instead of publishing something the hub would
     refuse or, worse, misread; ``flask bailing export`` refuses outright.
+    ``path_map`` places the tools under ``BAILING_BASE_URL``
+    (:mod:`bailing_flask._base_url`); tools it cannot place are errors.
     """
-    document = _document(registry.tools, title, version, probe_path)
-    findings = list(registry.findings)
+    tools, findings, probe = _placed(registry, probe_path, path_map)
+    document = _document(tools, title, version, probe)
     known = {(f.code, f.path) for f in findings}
     findings.extend(
         f for f in lint_document(document, trusted=True) if (f.code, f.path) not in known
     )
     broken = {f.path for f in findings if f.severity == "error"}
-    served_tools = [t for t in registry.tools if t.operation_key not in broken]
+    served_tools = [t for t in tools if t.operation_key not in broken]
     served = (
-        document if len(served_tools) == len(registry.tools)
-        else _document(served_tools, title, version, probe_path)
+        document if len(served_tools) == len(tools)
+        else _document(served_tools, title, version, probe)
     )
-    excluded = sorted(t.operation_key for t in registry.tools if t.operation_key in broken)
-    return Catalog(document, findings, served, serialize(served), excluded)
+    excluded = sorted(t.operation_key for t in tools if t.operation_key in broken)
+    return Catalog(document, findings, served, serialize(served), excluded, path_map)

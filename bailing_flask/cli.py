@@ -6,9 +6,10 @@ serves the catalog, so what the CLI says is what the hub gets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from flask import current_app
@@ -30,12 +31,35 @@ def _state() -> BailingState:
     return Bailing.state(current_app)
 
 
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _paint(text: str, stream: Any, **style: Any) -> str:
+    """``text`` styled only when it goes to a terminal."""
+    target: Any = stream if stream is not None else sys.stdout
+    try:
+        tty = bool(target.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return click.style(text, **style) if tty else text
+
+
+def _severity(severity: str, stream: Any) -> str:
+    return _paint(f"{severity.upper():7}", stream, fg=_COLOURS.get(severity), bold=severity == "error")
+
+
 def _print_findings(findings, stream=None) -> None:  # type: ignore[no-untyped-def]
     for finding in findings:
-        line = f"{finding.severity.upper():7} {finding.code:32} {finding.path}: {finding.message}"
+        line = f"{_severity(finding.severity, stream)} {finding.code:32} {finding.path}: {finding.message}"
         click.echo(line, file=stream)
         if finding.suggestion:
             click.echo(f"        -> {finding.suggestion}", file=stream)
+
+
+def _print_problems(problems, stream=None) -> None:  # type: ignore[no-untyped-def]
+    for problem in problems:
+        click.echo(f"{_severity(problem.severity, stream)} {problem.code:32} {problem.setting}: "
+                   f"{problem.message}", file=stream)
 
 
 @bailing_cli.command("export")
@@ -63,29 +87,121 @@ def export_command(output: str | None, indent: int | None) -> None:
         click.echo(data.decode("utf-8"))
 
 
+def _registration() -> list[str]:
+    """What to register in the hub for this app: base_url and spec_url."""
+    from ._base_url import application_root, parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    prefix = state.middleware.public_prefix
+    mount = prefix if prefix is not None else application_root(current_app)
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if base is not None:
+        lines = [f"register in the hub: base_url {base.url}  (BAILING_BASE_URL)"]
+        if catalog_path:
+            lines.append(f"                     spec_url {base.origin}{mount}{catalog_path}  "
+                         f"(the app served under {mount or '/'!r})")
+        return lines
+    root = f"https://<public host>{mount}"
+    lines = [f"register in the hub: base_url {root}  (where the app's root is served; "
+             "set BAILING_BASE_URL to state it)"]
+    if catalog_path:
+        lines.append(f"                     spec_url {root}{catalog_path}")
+    return lines
+
+
 @bailing_cli.command("check")
-def check_command() -> None:
-    """Lint the catalog like the hub compiles it; exit 1 on errors."""
-    catalog = _state().catalog()
-    _print_findings(catalog.findings)
-    errors = len(catalog.errors)
-    warnings = sum(1 for f in catalog.findings if f.severity == "warning")
-    click.echo(f"{len(_state().registry().tools)} tool(s), {errors} error(s), {warnings} warning(s)")
-    if errors:
+@click.option("--exercise", is_flag=True,
+              help="Also send, in process, a request signed like the hub's to every declared tool "
+                   "(every method) and check that bailing_flask answered it, naming whatever else did.")
+@click.option("--subject", default=None,
+              help="With --exercise: a real subject, for the view's decorators and for calls to "
+                   "read-only tools (their views run).")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings (and the exercise) as JSON.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bool) -> None:
+    """Lint the catalog like the hub compiles it, and the configuration; exit 1 on errors.
+
+    With --exercise, every tool also gets the hub's request with the probe
+    subject __bailing_authz_probe__:nobody, which the gate must refuse, so
+    no view and no side effect runs; then the same request admitted without
+    asking the authorizer, so the view's own decorators run while the view
+    itself is stopped before it starts. Anything that answered instead of
+    the package (a before_request function, Flask-Login, CSRF, a limiter, a
+    redirect, a 404, an HTML error page, a cached response) is named with a
+    fix, and the exit status is 1.
+    """
+    from .config_check import check_all
+
+    state = _state()
+    if exercise and not state.has_secret:
+        raise click.ClickException(
+            "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
+        )
+    if not state.has_secret:
+        click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
+                   "every hub request (503 not_configured) until it holds the provider secret", err=True)
+    catalog = state.catalog()
+    problems = check_all(state)
+    errors = len(catalog.errors) + sum(1 for p in problems if p.severity == "error")
+    warnings = sum(1 for f in catalog.findings if f.severity == "warning") + sum(
+        1 for p in problems if p.severity == "warning")
+    tools = len(state.registry().tools)
+    failed = bool(errors or (strict and warnings))
+    report = None
+    if exercise:
+        from .exercise import run_exercise
+
+        report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
+        failed = failed or not report.ok
+    if as_json:
+        click.echo(json.dumps({
+            "ok": not failed, "tools": tools, "errors": errors, "warnings": warnings,
+            "findings": [dataclasses.asdict(f) for f in catalog.findings],
+            "configuration": [p.to_dict() for p in problems],
+            "exercise": report.to_dict() if report is not None else None,
+        }, ensure_ascii=False, indent=2))
+    else:
+        _print_findings(catalog.findings)
+        _print_problems(problems)
+        click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
+        for line in _registration():
+            click.echo(line)
+        if report is not None:
+            click.echo("\n" + report.render())
+    if failed:
         sys.exit(1)
 
 
 @bailing_cli.command("tools")
-def tools_command() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the list as one JSON object.")
+def tools_command(as_json: bool) -> None:
     """List exported tools, and declared routes that are not exported (and why)."""
     state = _state()
     registry = state.registry()
     catalog = state.catalog()
     excluded = set(catalog.excluded)
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "NOTE")]
+    if as_json:
+        click.echo(json.dumps({
+            "tools": [{
+                "name": t.name, "method": t.method, "path": t.path, "scope": t.scope,
+                "risk": t.risk, "served": t.operation_key not in excluded and not t.options.deprecated,
+                "deprecated": bool(t.options.deprecated), "subject_required": t.subject_required,
+                "sensitive": t.sensitive, "side_effecting": t.side_effecting,
+                "business_approval": bool(t.options.business_approval),
+                "deduplication": t.deduplication,
+            } for t in registry.tools],
+            "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
+                              "reason": i.reason} for i in registry.not_exported],
+        }, ensure_ascii=False, indent=2))
+        return
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "DEDUP", "NOTE")]
     for tool in registry.tools:
         note = []
-        if tool.operation_key in excluded:
+        path = catalog.path_of(tool)
+        if path is None:
+            note.append("outside BAILING_BASE_URL")
+        if catalog.key_of(tool) in excluded:
             note.append("NOT SERVED: has errors (flask bailing check)")
         if tool.options.deprecated:
             note.append("deprecated: not exposed")
@@ -94,11 +210,17 @@ def tools_command() -> None:
         if tool.sensitive:
             note.append("sensitive")
         if tool.side_effecting:
-            note.append("side effect")
-        rows.append((tool.name, tool.method, tool.path, tool.scope, tool.risk, ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+            note.append("side effect (hub sends an idempotency key)")
+        elif tool.idempotent and tool.method != "GET" and not tool.readonly:
+            note.append("idempotent: the hub may retry")
+        if tool.options.business_approval:
+            note.append("business approval")
+        rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
+                     tool.deduplication, ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
-        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
+                   .rstrip())
     if registry.not_exported:
         click.echo("\nDeclared but not exported:")
         for item in registry.not_exported:
@@ -106,6 +228,19 @@ def tools_command() -> None:
     for finding in catalog.findings:
         if finding.code == "decorator_order":
             click.echo(f"\n{finding.message}")
+
+
+@bailing_cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def status_command(as_json: bool) -> None:
+    """Show the configuration (secrets redacted), the store, handlers, catalog digest and approvals."""
+    from .status import collect_status, render_status
+
+    data = collect_status(_state())
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_status(data))
 
 
 @bailing_cli.group("idempotency")
@@ -131,8 +266,9 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(data, ensure_ascii=False))
         else:
             status = data["response"]["status"] if data["response"] else "-"
+            note = f"  note={data['note']}" if data["note"] else ""
             click.echo(f"{data['key']}  {data['state']:11}  {data['tool']:24}  job={data['job_id']!s}  "
-                       f"subject={data['subject']!s}  status={status}")
+                       f"subject={data['subject']!s}  status={status}{note}")
     if not as_json:
         click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", err=True)
 
@@ -171,6 +307,30 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
                                       else f"repeats get HTTP {status_code}"))
 
 
+def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]:
+    """The base URL this app's catalog paths are relative to, and where that comes from.
+
+    ``BAILING_BASE_URL`` if set; otherwise the URL the app's root is served at,
+    read off ``--catalog-url`` (the public catalog URL minus BAILING_CATALOG_PATH).
+    """
+    from urllib.parse import urlsplit
+
+    from ._base_url import parse_base_url
+
+    state = _state()
+    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    if base is not None:
+        return base.url, "BAILING_BASE_URL"
+    catalog_path = state.config("BAILING_CATALOG_PATH")
+    if catalog_url and catalog_path:
+        parts = urlsplit(catalog_url.strip())
+        if parts.scheme and parts.netloc and parts.path.endswith(catalog_path):
+            root = parts.path[: len(parts.path) - len(catalog_path)].rstrip("/")
+            return (f"{parts.scheme}://{parts.netloc}{root}",
+                    "where the app's root is served, read off --catalog-url (BAILING_BASE_URL unset)")
+    return None, None
+
+
 def _first_secret() -> str:
     from .signing import primary_secret
 
@@ -178,7 +338,10 @@ def _first_secret() -> str:
         current_app.config.get("BAILING_SECRETS") or current_app.config.get("BAILING_SECRET")
     )
     if secret is None:
-        raise click.ClickException("no secret: set BAILING_SECRETS or pass --secret")
+        raise click.ClickException(
+            "this command needs the provider secret: set BAILING_SECRETS (the tool source's secret "
+            "in the hub) or pass --secret"
+        )
     return secret
 
 
@@ -212,8 +375,11 @@ def _show_response(response) -> None:  # type: ignore[no-untyped-def]
 @click.option("--url", default=None,
               help="Base URL of a live deployment (the hub's base_url); default: in-process.")
 @click.option("--secret", default=None, help="Provider secret (default: the app's BAILING_SECRETS).")
+@click.option("--catalog-url", default=None,
+              help="With --url: the spec_url, when it is not URL + /.well-known/bailing/tools.json "
+                   "(BAILING_BASE_URL without the app's mount prefix).")
 def call_command(tool_name: str, args_json: str, subject: str | None, job_id: str | None,
-                 url: str | None, secret: str | None) -> None:
+                 url: str | None, secret: str | None, catalog_url: str | None) -> None:
     """Make one signed call exactly as the hub would; print request and response.
 
     The tool is looked up in the catalog that is actually served (fetched
@@ -229,8 +395,17 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
         raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
     target = url or current_app._get_current_object()  # type: ignore[attr-defined]
     # a call as in a real admin-triggered job: empty client, idempotency key on side effects
-    hub = HubSimulator(target, secret or _first_secret(), client="")
+    hub = HubSimulator(target, secret or _first_secret(), client="",
+                       catalog_url=catalog_url if url else None)
     try:
+        missing = hub.missing_path_arguments(tool_name, args)
+        if missing:
+            names = ", ".join(missing)
+            example = json.dumps({**args, **{name: "..." for name in missing}}, ensure_ascii=False)
+            raise click.ClickException(
+                f"tool {tool_name!r} needs the path argument(s) {names}: put them in ARGS_JSON, "
+                f"e.g. '{example}' (without them the hub would request the literal placeholder "
+                "and get 404)")
         request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from None
@@ -245,7 +420,8 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 
 
 @bailing_cli.command("doctor")
-@click.option("--url", required=True, help="The base_url registered in the hub.")
+@click.option("--url", default=None,
+              help="The base_url registered in the hub (default: BAILING_BASE_URL).")
 @click.option("--catalog-url", default=None,
               help="The spec_url registered in the hub (default: URL + /.well-known/bailing/tools.json).")
 @click.option("--subject", default=None, help="Subject for the one signed tool call (default: anonymous).")
@@ -253,15 +429,33 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--policy", type=click.Choice(["signed_required", "public_allowed"]),
               default="signed_required", show_default=True, help="The catalog access policy in the hub.")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--no-write-tools", "write_tools", flag_value=False, default=True,
+              help="Send no request to POST/PUT/PATCH/DELETE tools (skips the write_tools check).")
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor_command(url: str, catalog_url: str | None, subject: str | None, secret: str | None,
-                   policy: str, timeout: float, verbose: bool, as_json: bool) -> None:
-    """Check a live deployment the way the hub will see it; exit 1 on any failure."""
+def doctor_command(url: str | None, catalog_url: str | None, subject: str | None,
+                   secret: str | None, policy: str, timeout: float, write_tools: bool, verbose: bool,
+                   as_json: bool) -> None:
+    """Check a live deployment the way the hub will see it; exit 1 on any failure.
+
+    Prints the base_url to register: BAILING_BASE_URL, or else where the app's
+    root is served (from --catalog-url), and fails if --url differs from it.
+    """
     from .doctor import run_doctor
 
-    report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url, subject=subject,
-                        timeout=timeout, policy=policy)  # type: ignore[arg-type]
+    expected, source = _expected_base_url(catalog_url)
+    if url is None:
+        if expected is None or source != "BAILING_BASE_URL":
+            raise click.UsageError("pass --url (the base_url registered in the hub), or set "
+                                   "BAILING_BASE_URL")
+        url = expected
+    try:
+        report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url,
+                            subject=subject, timeout=timeout, policy=policy,  # type: ignore[arg-type]
+                            expected_base_url=expected, expected_source=source,
+                            write_tools=write_tools)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
+    "Arguments",
     "ToolInfo",
     "ToolCall",
     "current_call",
@@ -32,9 +33,41 @@ __all__ = [
     "get_current_call",
     "get_current_subject",
     "require_call",
+    "get_arguments",
 ]
 
 TOOL_CALL_KEY = "bailing.tool_call"
+#: Where the validated arguments of an unsigned request to a shared route are kept.
+ARGUMENTS_KEY = "bailing.arguments"
+
+
+def _as(value: BaseModel | None, model: type[M], what: str) -> M:
+    if not isinstance(value, model):
+        raise TypeError(f"the {what} is {type(value).__name__}, not {model.__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A tool's validated arguments: the same for a hub call and for a human's request.
+
+    :ivar args: path, query and body values together.
+    :ivar signed: ``True`` for a verified hub call, ``False`` for an unsigned
+        request to a shared route (``allow_unsigned=True, validate_unsigned=True``).
+    """
+
+    args: Mapping[str, Any]
+    query: BaseModel | None = None
+    body: BaseModel | None = None
+    signed: bool = False
+
+    def body_as(self, model: type[M]) -> M:
+        """The validated body as ``model`` (typed for mypy; raises if it is another model)."""
+        return _as(self.body, model, "body")
+
+    def query_as(self, model: type[M]) -> M:
+        """The validated query as ``model`` (typed for mypy)."""
+        return _as(self.query, model, "query")
 
 
 @dataclass(frozen=True)
@@ -82,6 +115,11 @@ class ToolCall:
         """Mark this call as admitted (the gate does, once, after its decision)."""
         object.__setattr__(self, "authorized", True)
 
+    @property
+    def arguments(self) -> Arguments:
+        """The validated arguments, in the form :func:`get_arguments` returns them."""
+        return Arguments(self.args, self.query, self.body, signed=True)
+
     def body_as(self, model: type[M]) -> M:
         """The validated body as ``model`` (typed for mypy; raises if it is another model)."""
         if not isinstance(self.body, model):
@@ -120,6 +158,30 @@ def get_current_call() -> ToolCall | None:
     if verified is None:
         return None
     return ToolCall(verified=verified)
+
+
+def get_arguments() -> Arguments:
+    """The validated arguments of the current tool request, signed or not.
+
+    For an admitted hub call, its arguments; for an unsigned request to a
+    tool declared ``allow_unsigned=True, validate_unsigned=True``, the same
+    validation applied to the human's request (bad input was already
+    answered with a 422). Lets a shared route read its input one way.
+    Raises :class:`NotVerifiedError` anywhere else.
+    """
+    if not has_request_context():
+        raise RuntimeError("bailing_flask: get_arguments() needs an active request")
+    environ = request.environ
+    call = environ.get(TOOL_CALL_KEY)
+    if call is not None and call.authorized:
+        return cast(ToolCall, call).arguments
+    human = environ.get(ARGUMENTS_KEY)
+    if human is not None:
+        return cast(Arguments, human)
+    raise NotVerifiedError(
+        "no validated arguments for this request: it is neither an admitted hub call nor an "
+        "unsigned request to a tool declared with validate_unsigned=True"
+    )
 
 
 def require_call() -> ToolCall:

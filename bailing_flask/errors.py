@@ -52,6 +52,10 @@ REASON_MESSAGES: dict[str, str] = {
         "The request body could not be read completely (bad Content-Length or "
         "an interrupted upload)."
     ),
+    "not_configured": (
+        "This server has no BailingHub secret configured yet, so it cannot verify any hub "
+        "request; the operator must set the tool source's provider secret."
+    ),
     "wrong_key": (
         "The signature was made with a different key than the one expected here "
         "(tool calls use the provider secret; callbacks, approvals and tickets "
@@ -116,4 +120,6 @@ class SignatureError(BailingError):
             return "timestamp_out_of_window"
         if self.reason in ("body_too_large", "malformed_body"):
             return self.reason
+        if self.reason == "not_configured":
+            return "unavailable"
         return "bad_signature"

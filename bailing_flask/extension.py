@@ -14,13 +14,16 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from flask import Flask, Response, request
+from flask import Flask, Response, has_request_context, request
 
+from ._base_url import PathMap, checked_base_url, path_map_for
+from ._sync import call_sync, check_async_support
 from .catalog import Catalog, build_catalog
 from .errors import ConfigurationError, SignatureError
-from .gate import install_gates
+from .gate import ensure_gate, install_gates
+from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from .registry import Registry, build_registry
-from .responses import ErrorInfo, json_response
+from .responses import REASON_HEADER, ErrorInfo, json_response
 from .settings import DEFAULTS
 from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
@@ -30,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from ._options import BailingKwargs, ToolKwargs
+    from .approvals import BusinessApprovals
+    from .audit import TelemetryHook
     from .hub_client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
@@ -56,13 +61,25 @@ class BailingState:
         self._final = False
         self._catalog: Catalog | None = None
         self._warned: set[Any] = set()
+        #: the gate installed in front of each tool endpoint (see gate.install_gates)
+        self.gates: dict[str, Callable[..., Any]] = {}
         from .idempotency import Idempotency
 
         self.idempotency = Idempotency(self)
         self._callback_verifier: Any = None
+        #: the package's own blueprints (catalog and probe, callbacks)
+        self.blueprints: tuple[Any, ...] = ()
+        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
+        self.telemetry: TelemetryHook | None = None
+        self._approvals: BusinessApprovals | None = None
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
+
+    @property
+    def has_secret(self) -> bool:
+        """Whether a provider secret is configured (without one every hub request is refused)."""
+        return self.middleware.verifier is not None
 
     # -- compiled views of the app ------------------------------------------------
 
@@ -92,24 +109,36 @@ class BailingState:
         return current
 
     def catalog(self) -> Catalog:
-        """The catalog of the current registry, memoised with it."""
+        """The catalog of the current registry, memoised with it (and with the path map)."""
         registry = self.registry()
+        paths = self.path_map()
         catalog = self._catalog
-        if catalog is not None and self._registry is registry:
+        if catalog is not None and self._registry is registry and catalog.path_map == paths:
             return catalog
         with self._lock:
-            if self._catalog is None or self._registry is not registry:
+            if (self._catalog is None or self._registry is not registry
+                    or self._catalog.path_map != paths):
                 catalog = build_catalog(
                     registry,
                     title=self.config("BAILING_CATALOG_TITLE") or self.app.name,
                     version=str(self.config("BAILING_CATALOG_VERSION")),
                     probe_path=self.config("BAILING_PROBE_PATH"),
+                    path_map=paths,
                 )
                 self._catalog = catalog
                 self._log_findings(catalog)
             else:
                 catalog = self._catalog
         return catalog
+
+    def path_map(self) -> PathMap | None:
+        """How routes become catalog paths under ``BAILING_BASE_URL``; ``None`` when unset.
+
+        The mount prefix is the request's (``BAILING_PUBLIC_PREFIX``, else
+        ``SCRIPT_NAME``); outside a request (CLI) ``BAILING_PUBLIC_PREFIX``,
+        else Flask's ``APPLICATION_ROOT``.
+        """
+        return path_map_for(self.middleware, self.app, request.environ if has_request_context() else None)
 
     def _log_findings(self, catalog: Catalog) -> None:
         for finding in catalog.findings:
@@ -138,11 +167,13 @@ class BailingState:
         """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
         handler = self.ext.error_handler_func
         if handler is not None:
-            rendered = handler(info)
+            rendered = call_sync(handler, info)
             if rendered is not None:
                 response = self.app.make_response(rendered)
+                response.headers[REASON_HEADER] = info.reason
                 return response
-        return json_response(info.payload(), info.status, {"Cache-Control": "no-store"})
+        return json_response(info.payload(), info.status,
+                             {"Cache-Control": "no-store", REASON_HEADER: info.reason})
 
     def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
         """Middleware refusals go through the same hook (inside an app context)."""
@@ -152,6 +183,16 @@ class BailingState:
         with self.app.app_context():
             response = self.error_response(info)
             return response.status_code, list(response.headers.items()), response.get_data()
+
+    def signature_refused(self, error: SignatureError, environ: dict[str, Any], path: str) -> None:
+        """The middleware refused a signed request: audit it and send the signal."""
+        from .audit import signature_refusal
+
+        try:
+            signature_refusal(self, error, environ, path)
+        except Exception:  # never let the audit turn a 401 into a 500
+            self.warn_once("refusal_audit_failed", "bailing: auditing a refused request failed",
+                           level=logging.ERROR, exc_info=True)
 
     # -- the hub's other direction ---------------------------------------------------
 
@@ -177,16 +218,30 @@ class BailingState:
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
-        return HubClient(hub_url, self._first_client_token())
+        # decisions the hub accepts are recorded, for business_approval tools
+        return HubClient(hub_url, self._first_client_token(),
+                         on_decision=self.approvals().record_decision)
 
-    def chat_widget(self, entry: str, uid: str | None = None, **attrs: Any) -> Any:
-        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket."""
+    def approvals(self) -> BusinessApprovals:
+        """Approval requests this app received and the decisions it sent."""
+        if self._approvals is None:
+            from .approvals import BusinessApprovals
+
+            self._approvals = BusinessApprovals(self)
+        return self._approvals
+
+    def chat_widget(self, entry: str, uid: str | None = None, *, chat_only: bool = False,
+                    **attrs: Any) -> Any:
+        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket.
+
+        ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
+        """
         from .tickets import sign_ticket, widget_script_tag
 
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
-        ticket = sign_ticket(self._first_client_token(), uid) if uid else None
+        ticket = sign_ticket(self._first_client_token(), uid, chat_only=chat_only) if uid else None
         return widget_script_tag(hub_url, entry, ticket, **attrs)
 
     # -- side effects ----------------------------------------------------------------
@@ -216,6 +271,8 @@ class Bailing:
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
+        #: called by the gate with every admitted :class:`ToolCall` (integrations)
+        self.admission_hooks: list[Callable[[Any], None]] = []
         if app is not None:
             self.init_app(app)
 
@@ -227,6 +284,9 @@ class Bailing:
             app.config.setdefault(key, value)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
+        from .config_check import check_at_init, check_at_first_request, log_at_init
+
+        problems = check_at_init(app)  # raises for a configuration that cannot work
         secrets = app.config.get("BAILING_SECRETS")
         if secrets is None and app.config.get("BAILING_SECRET") is not None:
             secrets = app.config["BAILING_SECRET"]
@@ -242,6 +302,7 @@ class Bailing:
             require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
             raw_target=app.config["BAILING_RAW_TARGET"],
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
+            on_refuse=lambda error, environ, path: state_holder[0].signature_refused(error, environ, path),
             verified_elsewhere=tuple(
                 p for p in (app.config.get(k) for k in
                             ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
@@ -249,27 +310,52 @@ class Bailing:
             ),
             elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
             setting="BAILING_SECRETS",
+            base_url=checked_base_url(app.config.get("BAILING_BASE_URL")),
+            # commands that do not talk to the hub (flask routes, migrations) must run
+            # without the secret; serving stays closed: every signed request is refused
+            missing_secret="refuse",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)
         state_holder.append(state)
         app.extensions["bailing"] = state
+        log_at_init(state, problems)
 
         from .callbacks import make_callbacks_blueprint
         from .wellknown import make_blueprint
 
-        app.register_blueprint(make_blueprint(state))
-        app.register_blueprint(make_callbacks_blueprint(state))
+        state.blueprints = (make_blueprint(state), make_callbacks_blueprint(state))
+        for blueprint in state.blueprints:
+            app.register_blueprint(blueprint)
+        app.teardown_request(forget_bridged_user)
+        if app.config["BAILING_CSRF_EXEMPT"]:
+            exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
         from .cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
+        if app.config["BAILING_OTEL"]:
+            from .otel import instrument
+
+            instrument(app)
         if app.config["BAILING_PUBLIC_CATALOG"]:
             logger.warning(
                 "bailing: BAILING_PUBLIC_CATALOG is on: the tool catalog at %s is readable without "
                 "a signature (hub policy public_allowed). Tool calls remain signed and authorized.",
                 app.config["BAILING_CATALOG_PATH"],
             )
+
+        from .audit import finish_failed
+
+        @app.after_request
+        def _bailing_audit_raised(response: Response) -> Response:
+            # a tool view raised: its audit record gets the status the app answered
+            finish_failed(request.environ, response.status_code)
+            return response
+
+        @app.teardown_request
+        def _bailing_audit_unanswered(exc: BaseException | None = None) -> None:
+            finish_failed(request.environ, None)
 
         compiled: list[bool] = []
 
@@ -280,9 +366,14 @@ class Bailing:
             try:
                 if compiled:
                     state.registry()
+                    ensure_gate(state, request.endpoint)
                     return None
                 compiled.append(True)
+                if app.config["BAILING_CSRF_EXEMPT"]:
+                    # CSRFProtect initialised after Bailing: its check runs after this hook
+                    exempt_tool_calls_from_csrf(app)
                 state.catalog()  # compile early so declaration problems are logged at start-up
+                check_at_first_request(state)  # handlers and templates registered since init_app
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
                                 level=logging.ERROR, exc_info=True)
@@ -291,6 +382,24 @@ class Bailing:
                     # without a registry no gate stands in front of this tool: fail closed
                     return state.error_response(ErrorInfo.make("catalog_unavailable"))
             return None
+
+    # -- integrations -----------------------------------------------------------------
+
+    def bridge_flask_login(self, login_manager: Any) -> FlaskLoginBridge:
+        """Make Flask-Login's ``current_user`` the subject loader's user for admitted calls.
+
+        Only for a verified call to a declared tool that the gate admitted,
+        for that request only, without touching the session: a signed
+        request to any other route, or a refused call, never gets a user.
+        ``@login_required`` and ``MethodView.decorators = [login_required]``
+        then work for hub calls unchanged; ``fresh_login_required`` refuses
+        them (``403 fresh_login_required``: a hub call is never a fresh
+        login). The subject loader must return the objects your
+        ``user_loader`` returns. See :class:`~bailing_flask.integrations.FlaskLoginBridge`.
+        """
+        bridge = FlaskLoginBridge(login_manager)
+        self.admission_hooks.append(bridge.admit)
+        return bridge
 
     # -- registration decorators (Flask-HTTPAuth style: they return the function) ----
 
@@ -303,27 +412,38 @@ class Bailing:
         return _tool(target, **options)
 
     def authorizer(self, func: F) -> F:
-        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows."""
+        """Register the app-wide authorizer: ``func(call) -> bool``; only ``True`` allows.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the authorizer")
         self.authorizer_func = func
         return func
 
     def subject_loader(self, func: F) -> F:
-        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user."""
+        """Register ``func(subject: str) -> user | None`` mapping the signed subject to a user.
+
+        ``async def`` works too (with ``flask[async]``).
+        """
+        check_async_support(func, "the subject loader")
         self.subject_loader_func = func
         return func
 
     def error_handler(self, func: F) -> F:
         """Register ``func(error: ErrorInfo) -> response | None`` to restyle refusals."""
+        check_async_support(func, "the error handler")
         self.error_handler_func = func
         return func
 
     def job_finished(self, func: F) -> F:
         """Handle the hub's ``callback_url`` POST: ``func(job: JobRecord)``, once per event."""
+        check_async_support(func, "the job_finished handler")
         self.callback_handlers["job"] = func
         return func
 
     def delivery(self, func: F) -> F:
         """Handle a route's delivery webhook: ``func(delivery: DeliveryWebhook)``."""
+        check_async_support(func, "the delivery handler")
         self.callback_handlers["delivery"] = func
         return func
 
@@ -333,14 +453,25 @@ class Bailing:
         Decide later with :meth:`hub_client` and
         :meth:`~bailing_flask.hub_client.HubClient.decide_approval`.
         """
+        check_async_support(func, "the approval_request handler")
         self.callback_handlers["approval"] = func
         return func
 
     def hub_client(self, app: Flask | None = None) -> HubClient:
-        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token."""
+        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token.
+
+        Decisions it sends and the hub accepts are recorded for
+        ``business_approval`` tools.
+        """
         from flask import current_app
 
         return self.state(app or current_app._get_current_object()).hub_client()  # type: ignore[attr-defined]
+
+    def approvals(self, app: Flask | None = None) -> BusinessApprovals:
+        """The approval requests this app received, and its decisions (see :mod:`~bailing_flask.approvals`)."""
+        from flask import current_app
+
+        return self.state(app or current_app._get_current_object()).approvals()  # type: ignore[attr-defined]
 
     # -- accessors ----------------------------------------------------------------------
 

@@ -11,9 +11,11 @@ them, so what they set up (``g.db``) is there for the subject loader.
 
 Order matters and is fixed: signature (already verified by the middleware)
 -> the routed request is the verified one -> subject present if required ->
-subject loaded -> arguments validated -> authorized -> side effect
-de-duplicated -> view -> audit. Every refusal is a JSON error with a stable
-reason; every call leaves one audit record.
+subject loaded -> arguments validated -> authorized -> approved by the
+business (``business_approval`` tools) -> side effect de-duplicated -> view
+-> audit. Every refusal is a JSON error with a stable reason; every call
+leaves one audit record (:mod:`bailing_flask.audit`), a view that raised
+included.
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
+from . import audit
+from .approvals import check_business_approval
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
-from .context import TOOL_CALL_KEY, ToolCall
-from .responses import ErrorInfo
-from .signals import tool_called, tool_denied
+from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from .idempotency import REPLAY_HEADER
+from .responses import ErrorInfo, json_response
+from .signals import tool_called, tool_denied, tool_failed
+from .tools import get_declaration
 from .wsgi import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,12 +48,56 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["install_gates", "run_declared_view", "GATE_KEY"]
 
 logger = logging.getLogger("bailing_flask")
-audit_logger = logging.getLogger("bailing_flask.audit")
 
 #: Set in the environ once the gate admitted a call (the :class:`Tool`).
 GATE_KEY = "bailing.gate"
-_GATED_ATTR = "__bailing_gate__"
+#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
+#: Only code in the same process can put it there: no client can set an environ key.
+EXERCISE_KEY = "bailing.exercise"
 _MAX_NAMES = 20
+
+
+class ExerciseProbe:
+    """What the gate and the declared view saw during one exercise request.
+
+    ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
+    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate, the view's own decorators run up to the declared view, which is
+    never called) or ``"subject"`` (a real subject on a read-only tool: the
+    view runs).
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        #: ``"refused"`` or ``"admitted"`` once the gate decided
+        self.gate: str | None = None
+        self.reason: str | None = None
+        self.status: int | None = None
+        #: the declared view was reached (in ``stack`` mode: and not called)
+        self.reached_view = False
+        #: the registered view does not lead to the declaration (``@tool`` above the route)
+        self.unguarded = False
+        #: ``(function, exception or None)`` of a ``before_request`` function that answered
+        self.hook: tuple[Any, BaseException | None] | None = None
+        #: the Flask-Login method that was called (``unauthorized``/``needs_refresh``)
+        self.flask_login: str | None = None
+
+
+class ExerciseStop(Exception):
+    """Raised where the declared view would run, in ``stack`` mode; caught by the gate.
+
+    An exception rather than a response, so that a caching decorator on the
+    way stores nothing.
+    """
+
+
+def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
+    probe = environ.get(EXERCISE_KEY)
+    return probe if isinstance(probe, ExerciseProbe) else None
+
+
+def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
+    return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
 
 
 def _state() -> BailingState:
@@ -63,26 +113,57 @@ def _names(errors: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
 
 
+def _argument_refusal(exc: ArgumentError) -> ErrorInfo:
+    details: dict[str, Any] = {"parameters": _names(exc.errors)}
+    if exc.reason != "unknown_parameter":
+        details["errors"] = exc.errors[:_MAX_NAMES]
+    return ErrorInfo.make(exc.reason, **details)
+
+
 def install_gates(state: BailingState, registry: Registry) -> None:
-    """Put the gate in front of the registered view of every tool endpoint."""
+    """Put the gate in front of the registered view of every tool endpoint.
+
+    The gate installed per endpoint is remembered by identity (a wrapper made
+    with ``functools.wraps`` copies every attribute, so no mark on the
+    function could tell a gate from something wrapped around it): whatever
+    stands in ``view_functions`` that is not our gate gets a gate in front.
+    """
     view_functions = state.app.view_functions
     for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
         view = view_functions.get(endpoint)
-        if view is not None and getattr(view, _GATED_ATTR, None) is not state:
-            view_functions[endpoint] = _gated(state, endpoint, view)
+        if view is not None and view is not state.gates.get(endpoint):
+            gate = _gated(state, endpoint, view)
+            view_functions[endpoint] = gate
+            state.gates[endpoint] = gate
+
+
+def ensure_gate(state: BailingState, endpoint: str | None) -> None:
+    """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
+    gate = state.gates.get(endpoint) if endpoint is not None else None
+    if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
+        install_gates(state, state.registry())
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
+    # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
+    declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
+    stack = "declared" if declared else "unguarded"
 
     def gated_view(**kwargs: Any) -> Any:
-        tool = state.registry().lookup(endpoint, request.method)
-        if tool is None:  # a method of this endpoint that is not a tool
+        if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
             return sync_view(**kwargs)
-        return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs)
+        method = request.method
+        registry = state.registry()
+        tool = registry.lookup(endpoint, method)
+        if tool is not None:
+            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
+        if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
+            return sync_view(**kwargs)
+        # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
+        return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
 
     functools.update_wrapper(gated_view, view)
-    setattr(gated_view, _GATED_ATTR, state)
     return gated_view
 
 
@@ -94,21 +175,34 @@ def run_declared_view(
 
     Normally the gate in front of the endpoint has already decided, and the
     view just runs. Reached without it (the app replaced its view functions,
-    or called the tool's function from another view), the gate runs here,
-    and a declaration the registry cannot see fails closed.
+    or called the tool's function from another endpoint), the gate runs
+    here for the tool itself, and a declaration the registry cannot see
+    fails closed: the view never runs ungated.
     """
-    if request.environ.get(GATE_KEY) is not None:
+    environ = request.environ
+    probe = _exercise(environ)
+    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
+        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+        probe.reached_view = True
+        raise ExerciseStop()
+    if environ.get(GATE_KEY) is not None:
+        if probe is not None:
+            probe.reached_view = True
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
     call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
     registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
-    tool = registry.lookup(endpoint, request.method)
-    if tool is not None and tool.declaration is declaration:
-        return run_gate(state, tool, call_view, kwargs)
-    if registry.saw(declaration):
-        # a method this declaration does not export, or the app calling its own function
-        return call_view()
+    method = request.method
+    tool = registry.lookup(endpoint, method)
+    if tool is None or tool.declaration is not declaration:
+        # called from another endpoint (an alias view, an error handler): gate it as itself
+        tool = registry.tool_of(declaration, method)
+    if tool is not None:
+        return run_gate(state, tool, call_view, kwargs, stack="view")
+    methods = declaration.options.methods
+    if registry.saw(declaration) and methods is not None and method not in methods:
+        return call_view()  # a method this declaration explicitly does not serve
     state.warn_once(
         ("hidden", declaration.qualname),
         "bailing: %s is declared as a tool but its route %r does not show the declaration (a "
@@ -152,17 +246,33 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 
 def run_gate(
-    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any]
+    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+    stack: str = "declared",
 ) -> Response:
-    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted."""
-    environ = request.environ
+    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
+
+    ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
+    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
+    (a stack without it) or ``"view"`` (the declared view itself).
+    """
+    req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
+    environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
+    if verified is None and tool.options.allow_unsigned:
+        if tool.options.validate_unsigned:
+            # a shared route: the human's request gets the same validation as the hub's
+            try:
+                validated = validate_arguments(tool, req, dict(kwargs), human=True)
+            except ArgumentError as exc:
+                return state.error_response(_argument_refusal(exc))
+            environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
+        environ[GATE_KEY] = tool
+        return state.app.make_response(call_view())
+    started = environ[audit.STARTED_KEY] = time.perf_counter()
+    if state.telemetry is not None:
+        environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
     if verified is None:
-        if tool.options.allow_unsigned:
-            environ[GATE_KEY] = tool
-            return current_app.make_response(call_view())
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
-    started = time.perf_counter()
     altered = altered_part(environ)
     if altered is not None:
         state.warn_once(
@@ -180,30 +290,55 @@ def run_gate(
     except SubjectLoadError:
         return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
     try:
-        validated = validate_arguments(tool, request, dict(kwargs))
+        validated = validate_arguments(tool, req, dict(kwargs))
     except ArgumentError as exc:
-        details: dict[str, Any] = {"parameters": _names(exc.errors)}
-        if exc.reason != "unknown_parameter":
-            details["errors"] = exc.errors[:_MAX_NAMES]
-        return _refuse(state, tool, verified, ErrorInfo.make(exc.reason, **details))
+        return _refuse(state, tool, verified, _argument_refusal(exc))
     call = ToolCall(
         verified=verified, tool=tool_info(tool), user=user, args=validated.args,
         query=validated.query, body=validated.body,
     )
     environ[TOOL_CALL_KEY] = call
-    decision = decide(tool, call, state.ext.authorizer_func)
-    if not decision.allowed:
-        return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-    replayed = state.idempotency.check_replay(tool, call)
-    if replayed is not None:
-        return _refuse(state, tool, verified, replayed, call)
+    probe = _exercise(environ)
+    if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
+        decision = decide(tool, call, state.ext.authorizer_func)
+        if not decision.allowed:
+            return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+        if tool.options.business_approval:
+            unapproved = check_business_approval(state, tool, call)
+            if unapproved is not None:
+                return _refuse(state, tool, verified, unapproved, call)
+    if probe is None or probe.mode == "subject":
+        replayed = state.idempotency.check_replay(tool, call)
+        if replayed is not None:
+            return _refuse(state, tool, verified, replayed, call)
     call.admit()
     environ[GATE_KEY] = tool
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        hook(call)
+    if probe is not None:
+        probe.gate = "admitted"
+        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+            return _exercise_answer(probe, "admitted")
+        if probe.mode == "stack":
+            if stack == "view":
+                probe.reached_view = True
+            elif stack == "unguarded":
+                probe.unguarded = True
+            else:
+                try:
+                    return current_app.make_response(call_view())
+                except ExerciseStop:
+                    pass
+            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
-        return current_app.make_response(call_view())
+        return state.app.make_response(call_view())
 
-    response = state.run_side_effect(tool, call, execute)
+    try:
+        response = state.run_side_effect(tool, call, execute)
+    except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
+        _failed(state, tool, call, exc, started)
+        raise
     _after(state, tool, call, response, started)
     return response
 
@@ -213,7 +348,10 @@ def _refuse(
     call: ToolCall | None = None,
 ) -> Response:
     response = state.error_response(info)
-    _audit(tool, verified, response.status_code, None, info.reason, call)
+    probe = _exercise(request.environ)
+    if probe is not None:
+        probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
+    _audit(state, tool, verified, response.status_code, info.reason, call)
     tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                      call=call, reason=info.reason, status=response.status_code)
     return response
@@ -222,10 +360,13 @@ def _refuse(
 def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float) -> None:
     duration_ms = (time.perf_counter() - started) * 1000
     reason = None if response.status_code < 400 else "view_status"
-    _audit(tool, call.verified, response.status_code, duration_ms, reason, call,
-           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive)
+    _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
+           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
+           replayed=response.headers.get(REPLAY_HEADER) == "true")
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
-    if limit and 200 <= response.status_code < 300 and not response.is_streamed:
+    length = response.content_length  # set for every non-streamed body: no copy needed to check
+    if (limit and 200 <= response.status_code < 300 and not response.is_streamed
+            and (length is None or length > limit)):
         data = response.get_data()
         if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
             units = len(data.decode("utf-8", "replace").encode("utf-16-le")) // 2
@@ -235,25 +376,45 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                     "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d",
                     tool.name, units, limit,
                 )
-    tool_called.send(current_app._get_current_object(), call=call,  # type: ignore[attr-defined]
-                     response=response, duration_ms=duration_ms)
+    if tool_called.receivers:
+        tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
+
+
+def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float) -> None:
+    """The view raised: one record with the exception's class (never its message).
+
+    The record waits for the status Flask (or the app's error handler)
+    really answers; :func:`audit.finish_failed` writes it.
+    """
+    duration_ms = (time.perf_counter() - started) * 1000
+    status = audit.exception_status(exc)
+    values = bool(state.config("BAILING_AUDIT_ARGUMENT_VALUES")) and not tool.sensitive
+    error = audit.exception_name(exc)
+
+    def record(answered: int | None) -> None:
+        final = status if answered is None else answered
+        reason = "view_status" if final < 500 and status < 500 else "view_raised"
+        _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
+               values=values, error=error)
+
+    request.environ[audit.FAILED_KEY] = record
+    if tool_failed.receivers:
+        tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
+                         call=call, exception=exc, status=status, duration_ms=duration_ms)
 
 
 def _audit(
-    tool: Tool, verified: VerifiedCall | None, status: int, duration_ms: float | None,
-    reason: str | None, call: ToolCall | None, values: bool = False,
+    state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
+    reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
+    values: bool = False, error: str | None = None, replayed: bool = False,
 ) -> None:
-    if not audit_logger.isEnabledFor(logging.INFO):
+    environ = request.environ
+    span = environ.pop(audit.SPAN_KEY, None)
+    if not audit.wanted(state):
         return
-    record: dict[str, Any] = {
-        "tool": tool.name,
-        "job_id": verified.job_id if verified else None,
-        "subject": verified.subject if verified else None,
-        "client": verified.unsigned.client if verified else None,
-        "status": status,
-        "duration_ms": None if duration_ms is None else round(duration_ms, 2),
-        "reason": reason,
-    }
-    if call is not None:
-        record["arguments"] = dict(call.args) if values else sorted(call.args)
-    audit_logger.info("bailing tool call %s", record, extra={"bailing": record})
+    if duration_ms is None:
+        started = environ.get(audit.STARTED_KEY)
+        duration_ms = None if started is None else (time.perf_counter() - started) * 1000
+    record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
+                               error=error, replayed=replayed)
+    audit.emit(state, record, span=span)

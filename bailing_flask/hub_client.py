@@ -27,7 +27,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any, Literal
@@ -291,6 +291,9 @@ class HubClient:
     :param timeout: seconds per request (connect and each read).
     :param clock: current Unix time in seconds (for signed decisions).
     :param user_agent: the ``User-Agent`` header.
+    :param on_decision: called with the envelope and the result of every
+        decision the hub accepted (``Bailing.hub_client()`` records them for
+        ``business_approval`` tools); its exceptions are logged.
     """
 
     def __init__(
@@ -301,8 +304,10 @@ class HubClient:
         timeout: float = 10.0,
         clock: Clock = time.time,
         user_agent: str | None = None,
+        on_decision: Callable[[ApprovalDecision, DecisionResult], None] | None = None,
     ) -> None:
         self.hub_url = normalize_hub_url(hub_url)
+        self.on_decision = on_decision
         if not isinstance(client_token, str) or not client_token.strip():
             raise ConfigurationError(
                 "client_token is empty: use the client token the hub issued to this business."
@@ -375,7 +380,7 @@ class HubClient:
             raise HubRequestError("auth must be 'signature' or 'bearer'.")
         data = self._call("POST", envelope.path, body, headers)
         try:
-            return DecisionResult(
+            result = DecisionResult(
                 ok=bool(data["ok"]),
                 status=str(data["status"]),
                 approval_id=int(data.get("id", envelope.approval_id)),
@@ -386,6 +391,12 @@ class HubClient:
         except (KeyError, TypeError, ValueError):
             raise HubError("The hub's answer to the decision is not in the expected shape.",
                            200, data) from None
+        if self.on_decision is not None and result.ok:
+            try:
+                self.on_decision(envelope, result)
+            except Exception:
+                logger.exception("bailing: recording decision %s failed", envelope.decision_id)
+        return result
 
     # --- jobs
 

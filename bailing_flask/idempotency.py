@@ -8,13 +8,18 @@ hub's own notion of "the same call" (job + tool + arguments + subject,
 §8.1) and cannot be altered without breaking the signature. The unsigned
 key is recorded next to the entry for reconciliation and cross-checked.
 
-First arrival runs the view and stores its final response (2xx and 4xx);
-a repeat gets the stored response with ``Idempotent-Replayed: true``; a
-repeat while the first still runs gets 409 ``idempotency_in_progress``;
-5xx outcomes release the entry so a retry may run. An entry whose lease
-expired without completion (a worker died mid-side-effect) is
-``idempotency_uncertain``: refused until an operator resolves it, unless
-the tool opted in to ``rerun_uncertain`` because its view is transactional.
+First arrival runs the view and stores its final response (2xx and 4xx,
+``abort(4xx)`` included); a repeat gets the stored response with
+``Idempotent-Replayed: true``; a repeat while the first still runs gets 409
+``idempotency_in_progress``. A side effect that failed -- the view raised
+(even if the app's own error handler turns that into a 200) or answered
+5xx -- may have happened in part, so it is recorded as uncertain and never
+runs again by itself; a tool whose failures are atomic opts in to
+``failure_is_atomic`` and its failures release the entry instead. An entry
+whose lease expired without completion (a worker died mid-side-effect) is
+uncertain as well. Uncertain calls are refused with ``idempotency_uncertain``
+until an operator resolves them, unless the tool opted in to
+``rerun_uncertain`` because its view is transactional.
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from flask import Response
+from flask import Response, current_app
+from werkzeug.exceptions import HTTPException
 
+from ._wsgi_headers import is_hop_by_hop
+from ._sync import call_sync
 from .responses import ErrorInfo
 from .stores import (
     EntryMeta,
@@ -49,9 +57,8 @@ __all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
 logger = logging.getLogger("bailing_flask")
 
 REPLAY_HEADER = "Idempotent-Replayed"
-#: response headers never replayed from the store
-_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie", "connection",
-                    "transfer-encoding", "keep-alive"}
+#: response headers never replayed from the store (nor any hop-by-hop header)
+_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 _CLEANUP_INTERVAL = 300.0
 
 
@@ -59,7 +66,7 @@ def call_key(tool: Tool, call: ToolCall) -> str:
     """The store key of a call: signed material, or the tool's own domain key."""
     domain = tool.options.idempotency_key
     if domain is not None:
-        material = f"domain\n{tool.name}\n{domain(call)}"
+        material = f"domain\n{tool.name}\n{call_sync(domain, call)}"
         return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
     return "idem:" + call.verified.identity
 
@@ -110,12 +117,12 @@ class Idempotency:
 
     @staticmethod
     def applies(tool: Tool) -> bool:
-        """Side-effecting tools (exactly when the hub sends the key) and explicit opt-ins."""
-        if tool.options.idempotency is False:
-            return False
-        return tool.side_effecting or tool.options.idempotency_key is not None or bool(
-            tool.options.idempotency
-        )
+        """Every tool that can change something, unless ``deduplicate=False`` (see :attr:`Tool.deduplicated`).
+
+        ``idempotent=True`` does not turn this off: it tells the hub the call
+        may be repeated, which is exactly when a repeat must not run twice.
+        """
+        return tool.deduplicated
 
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
@@ -174,18 +181,27 @@ class Idempotency:
 
     def _first_run(self, store: IdempotencyStore, tool: Tool, key: str, token: str,
                    retention: float, execute: Callable[[], Response]) -> Response:
+        # The exception is seen here, on its way out of the view and before the
+        # app's own error handlers turn it into whatever response they like.
         try:
-            response = execute()
-        except BaseException:
-            self._release(store, key, token)
+            try:
+                response = execute()
+            except HTTPException as exc:
+                if exc.code is None or exc.code >= 500:
+                    raise
+                # abort(404) and the like: a deliberate refusal, recorded like a returned
+                # 4xx and rendered by the app's handlers exactly as Flask would
+                response = current_app.make_response(current_app.handle_user_exception(exc))
+        except BaseException as exc:
+            self._failed(store, tool, key, token, f"the view raised {type(exc).__name__}")
             raise
         if response.status_code >= 500:
-            self._release(store, key, token)
+            self._failed(store, tool, key, token, f"the view answered HTTP {response.status_code}")
             return response
         stored = StoredResponse(
             status=response.status_code,
             headers=tuple((name, value) for name, value in response.headers.items()
-                          if name.lower() not in _SKIPPED_HEADERS),
+                          if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
             body=response.get_data(),
         )
         try:
@@ -197,6 +213,24 @@ class Idempotency:
             logger.error("bailing: could not record the outcome of call %s of tool %r; it will "
                          "show as uncertain", key, tool.name)
         return response
+
+    def _failed(self, store: IdempotencyStore, tool: Tool, key: str, token: str, why: str) -> None:
+        """A side effect failed: uncertain by default, released if its failures are atomic."""
+        if tool.options.failure_is_atomic:
+            self._release(store, key, token)
+            return
+        try:
+            store.mark_uncertain(key, token=token, note=why)
+        except StoreUnavailable:
+            logger.error("bailing: could not record the failure of call %s of tool %r; it will "
+                         "show as uncertain when its lease runs out", key, tool.name)
+            return
+        logger.warning(
+            "bailing: call %s of tool %r failed (%s) and may have had part of its effect: recorded "
+            "as uncertain, repeats are refused until `flask bailing idempotency resolve` decides "
+            "(declare failure_is_atomic=True if a failure of this tool never leaves anything behind)",
+            key, tool.name, why,
+        )
 
     @staticmethod
     def _release(store: IdempotencyStore, key: str, token: str) -> None:
@@ -218,6 +252,7 @@ class Idempotency:
         response = Response(stored.body, status=stored.status)
         response.headers.clear()
         for name, value in stored.headers:
-            response.headers.add(name, value)
+            if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
+                response.headers.add(name, value)
         response.headers[REPLAY_HEADER] = "true"
         return response

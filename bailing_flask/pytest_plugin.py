@@ -1,23 +1,41 @@
 """pytest plugin (registered as the ``bailing_flask`` entry point).
 
-Provides ``bailing_hub``: a :class:`~bailing_flask.testing.HubSimulator`
-bound to your ``app`` fixture, calling tools exactly as BailingHub does::
+Provides two fixtures for an app under test (your ``app`` fixture):
 
-    def test_order_get(bailing_hub):
-        response = bailing_hub.call("order_get", {"order_id": 1}, subject="t1:u1")
-        assert response.status == 200
+``bailing_hub``
+    a :class:`~bailing_flask.testing.HubSimulator` that calls the app's
+    tools exactly as BailingHub does, and POSTs what the hub POSTs (job
+    callbacks, delivery webhooks, approval requests), signed like the hub::
+
+        def test_order_get(bailing_hub):
+            response = bailing_hub.call("order_get", {"order_id": 1}, subject="t1:u1")
+            assert response.status == 200
+
+``bailing_fake_hub``
+    a :class:`~bailing_flask.fake_hub.FakeHub` served on a loopback port,
+    with the app's ``BAILING_HUB_URL`` pointed at it for the test, that
+    receives the app's approval decisions and answers them with the hub's
+    rules. Approval requests sent with ``bailing_hub`` are registered in it::
+
+        def test_finance_approves(bailing_hub, bailing_fake_hub):
+            bailing_hub.send_approval_request("refund_execute", {"request_id": 7},
+                                              subject="t1:u1", job_id="job-1")
+            ...  # the app's approver decides through bailing.hub_client()
+            assert bailing_fake_hub.decisions[0]["decision"] == "approved"
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from .fake_hub import FakeHub, serve
 from .signing import primary_secret
 from .testing import HubSimulator
 
-__all__ = ["bailing_hub"]
+__all__ = ["bailing_hub", "bailing_fake_hub"]
 
 
 def _first_secret(config: Any) -> str:
@@ -31,3 +49,23 @@ def _first_secret(config: Any) -> str:
 def bailing_hub(app: Any) -> HubSimulator:
     """Call the ``app`` fixture's tools like the hub (signed with its first secret)."""
     return HubSimulator(app, _first_secret(app.config))
+
+
+@pytest.fixture
+def bailing_fake_hub(app: Any, bailing_hub: HubSimulator) -> Iterator[FakeHub]:
+    """A fake hub on a loopback port for the app's decisions (``BAILING_HUB_URL`` points to it)."""
+    if not primary_secret(app.config.get("BAILING_CLIENT_TOKENS")):
+        raise pytest.UsageError("bailing_fake_hub: the app has no BAILING_CLIENT_TOKENS")
+    missing = object()
+    previous = app.config.get("BAILING_HUB_URL", missing)
+    with serve() as (hub, url):
+        app.config["BAILING_HUB_URL"] = url
+        bailing_hub.fake_hub = hub
+        try:
+            yield hub
+        finally:
+            bailing_hub.fake_hub = None
+            if previous is missing:
+                app.config.pop("BAILING_HUB_URL", None)
+            else:
+                app.config["BAILING_HUB_URL"] = previous

@@ -8,6 +8,7 @@ registered) and rebuilt when routes are added, so it never goes stale.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -18,6 +19,8 @@ from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ._schema import converter_schema, model_schema, type_schema
+from ._sync import asgiref_available, is_async_callable
+from .context import ToolInfo
 from .errors import ToolDeclarationError
 from .lint.codes import Finding, finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
@@ -61,10 +64,45 @@ class Tool:
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
 
+    @functools.cached_property
+    def info(self) -> ToolInfo:
+        """The tool as authorizers and views see it: built once, shared by every call."""
+        return ToolInfo(
+            name=self.name, scope=self.scope, method=self.method, path=self.path, risk=self.risk,
+            readonly=self.readonly, idempotent=self.idempotent,
+            subject_required=self.subject_required, sensitive=self.sensitive,
+        )
+
+    @functools.cached_property
+    def query_properties(self) -> dict[str, Any]:
+        """Schema of each query parameter by name (argument validation reads it per call)."""
+        return {p["name"]: p.get("schema") for p in self.parameters if p.get("in") == "query"}
+
     @property
     def side_effecting(self) -> bool:
         """Exactly when the hub sends ``X-Bailing-Idempotency-Key`` (§8.1)."""
         return not self.readonly and not self.idempotent
+
+    @property
+    def deduplicated(self) -> bool:
+        """Whether bailing_flask runs a repeated identical call once (see idempotency).
+
+        Every tool that can change something (a non-GET tool not declared
+        ``readonly``) is de-duplicated, whatever ``idempotent=`` tells the
+        hub; ``deduplicate=`` overrides, and a domain key always applies.
+        """
+        if self.options.deduplicate is not None:
+            return self.options.deduplicate
+        return not self.readonly or self.options.idempotency_key is not None
+
+    @property
+    def deduplication(self) -> str:
+        """How repeats are recognised, for listings: signed call, domain key, off or ``-``."""
+        if not self.deduplicated:
+            return "off (deduplicate=False)" if self.options.deduplicate is False else "-"
+        if self.options.idempotency_key is not None:
+            return "domain key"
+        return "signed call"
 
     @property
     def operation_key(self) -> str:
@@ -95,10 +133,21 @@ class Registry:
     rule_count: int
     #: ``id()`` of every declaration found on a route, exported or not.
     seen: frozenset[int] = frozenset()
+    #: ``(endpoint, method)`` pairs explicitly left out of a tool endpoint
+    #: (``methods=``, ``enabled=False``): they run as plain routes.
+    passthrough: frozenset[tuple[str, str]] = frozenset()
 
     def saw(self, declaration: Declaration) -> bool:
         """Whether ``declaration`` is on one of the app's routes (exported or not)."""
         return id(declaration) in self.seen
+
+    def tool_of(self, declaration: Declaration, method: str) -> Tool | None:
+        """The tool compiled from ``declaration`` for ``method`` (HEAD is served by GET)."""
+        for wanted in (method, "GET") if method == "HEAD" else (method,):
+            for candidate in self.tools:
+                if candidate.declaration is declaration and candidate.method == wanted:
+                    return candidate
+        return None
 
     def lookup(self, endpoint: str | None, method: str) -> Tool | None:
         """The tool serving ``method`` on ``endpoint`` (HEAD is served by GET)."""
@@ -172,6 +221,26 @@ def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] 
     )
 
 
+def _comma_joined(parameter: dict[str, Any]) -> dict[str, Any]:
+    """Say in OpenAPI terms how the hub sends an array query parameter.
+
+    The hub sends ``String(value)``, the items joined with ``,`` in one
+    ``name=a,b`` pair: OpenAPI's ``style: form`` without ``explode``. The
+    gate splits it back (:mod:`bailing_flask.arguments`).
+    """
+    if "array" in _types(parameter.get("schema")):
+        parameter["style"] = "form"
+        parameter["explode"] = False
+    return parameter
+
+
+def _types(schema: Any) -> list[str]:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(raw, list):
+        return [t for t in raw if isinstance(t, str)]
+    return [raw] if isinstance(raw, str) else []
+
+
 def _parameters(
     rule: Any, options: ToolOptions, name: str, method: str, where: str
 ) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
@@ -217,7 +286,7 @@ def _parameters(
             if description:
                 parameter["description"] = description
             parameter["schema"] = prop_schema
-            parameters.append(parameter)
+            parameters.append(_comma_joined(parameter))
     query_params = [p for p in explicit.values() if p.location == "query"]
     header_params = [p for p in explicit.values() if p.location == "header"]
     for param in query_params + header_params:
@@ -225,7 +294,7 @@ def _parameters(
         if param.description:
             parameter["description"] = param.description
         parameter["schema"] = type_schema(param.type or str, where)
-        parameters.append(parameter)
+        parameters.append(_comma_joined(parameter) if param.location == "query" else parameter)
     if query_model is None:
         query_model = _param_model(name, query_params, where)
     elif query_params:
@@ -306,6 +375,20 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
             findings.append(finding("float_path_param", key, name=variable))
         elif kind in ("custom",):
             findings.append(finding("custom_converter", key, name=variable))
+    for parameter in tool.parameters:
+        if parameter.get("in") != "path" or "array" not in _types(parameter.get("schema")):
+            continue
+        variable = str(parameter.get("name"))
+        kind = tool.path_kinds.get(variable, "string")
+        if kind != "custom":
+            findings.append(finding("path_array_not_received", key, name=variable, kind=kind))
+    if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
+        findings.append(finding("idempotent_write", key, name=tool.name))
+    if tool.options.validate_unsigned and not tool.options.allow_unsigned:
+        findings.append(finding("validate_unsigned_without_allow_unsigned", key, name=tool.name))
+    view = tool.declaration.view if tool.declaration is not None else None
+    if view is not None and is_async_callable(view) and not asgiref_available():
+        findings.append(finding("async_view_without_flask_async", key, view=tool.view_name))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
         findings.append(finding("rule_literal_not_reproducible", key, rule=tool.rule))
@@ -370,7 +453,11 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             findings.extend(_route_findings(compiled, has_app_authorizer))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
-    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen))
+    passthrough = frozenset(
+        (item.endpoint, item.method) for item in not_exported
+        if item.reason in ("enabled=False", "method not in methods=")
+    )
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:

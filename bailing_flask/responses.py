@@ -17,7 +17,15 @@ from flask import Response
 
 from .errors import REASON_MESSAGES
 
-__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS"]
+__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER"]
+
+#: The hub shows the model the first 2048 characters of a non-2xx body.
+MAX_ERROR_BODY = 2048
+
+#: Set on every refusal the package itself answers (the middleware's and the
+#: gate's, restyled or not), so a checker can tell them from the app's own
+#: 401s, redirects and error pages.
+REASON_HEADER = "X-Bailing-Reason"
 
 #: Default status of each Flask-level refusal reason.
 REASON_STATUS: dict[str, int] = {
@@ -36,6 +44,9 @@ REASON_STATUS: dict[str, int] = {
     "tool_not_registered": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
+    "login_required": 403,
+    "fresh_login_required": 403,
+    "business_approval_required": 403,
 }
 
 _MESSAGES: dict[str, str] = {
@@ -66,6 +77,18 @@ _MESSAGES: dict[str, str] = {
     ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",
+    "login_required": (
+        "This tool's view requires a logged-in user, and the call's subject is anonymous or not "
+        "a user of this application."
+    ),
+    "fresh_login_required": (
+        "This tool's view requires a fresh interactive login, which a call through BailingHub "
+        "never is; it cannot be used as a tool."
+    ),
+    "business_approval_required": (
+        "This tool runs only after the business approved this exact call (same job, subject and "
+        "arguments) in its own approval flow; no such approval is on record here."
+    ),
 }
 
 #: The coarse ``error`` code (what the hub's SDKs would answer) per reason.
@@ -103,12 +126,42 @@ class ErrorInfo:
         return _COARSE.get(self.status, self.reason)
 
     def payload(self) -> dict[str, Any]:
-        return {"error": self.error, "reason": self.reason, "message": self.message, **self.details}
+        """The JSON body, at most :data:`MAX_ERROR_BODY` characters long.
+
+        The hub shows the model only the first 2048 characters of an error
+        body; a longer one would reach it cut in the middle of the JSON. So
+        the last ``errors`` entries, then the last ``parameters``, are left
+        out until it fits, and ``"truncated": true`` says so.
+        """
+        data = {"error": self.error, "reason": self.reason, "message": self.message, **self.details}
+        return _bounded(data)
 
     @classmethod
     def make(cls, reason: str, status: int | None = None, **details: Any) -> ErrorInfo:
         return cls(status or REASON_STATUS.get(reason, 400), reason,
                    _MESSAGES.get(reason, reason), details)
+
+
+def _units(payload: dict[str, Any]) -> int:
+    """Length of the body :func:`json_response` makes, in UTF-16 code units (JS ``length``)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _bounded(data: dict[str, Any], limit: int | None = None) -> dict[str, Any]:
+    limit = MAX_ERROR_BODY if limit is None else limit
+    if _units(data) <= limit:
+        return data
+    data = dict(data)
+    for key in ("errors", "parameters"):
+        if isinstance(data.get(key), list):
+            data[key] = list(data[key])
+    data["truncated"] = True
+    for key in ("errors", "parameters"):
+        items = data.get(key)
+        while isinstance(items, list) and items and _units(data) > limit:
+            items.pop()
+    return data
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -26,8 +26,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_SECRETS", None,
             "Provider secret(s) of this tool source in the hub: a string, a list (rotation; "
-            "labelled by index) or a mapping label -> secret. Required: the app refuses to start "
-            "without one. `BAILING_SECRET` (one string) is accepted too."),
+            "labelled by index) or a mapping label -> secret. `BAILING_SECRET` (one string) is "
+            "accepted too. Without one the app still starts, so commands that do not talk to the hub "
+            "(`flask routes`, migrations, your own) run, but every signed request is refused with "
+            "503 `not_configured` and logged as an error; an empty or malformed secret in a list or "
+            "mapping is refused at start-up."),
     Setting("BAILING_WINDOW", 300,
             "Accepted clock difference in seconds for tool calls, exclusive and symmetric "
             "(1-3600). The hub's SDKs use 300."),
@@ -36,10 +39,18 @@ SETTINGS: tuple[Setting, ...] = (
             "before they are read completely."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
+    Setting("BAILING_BASE_URL", None,
+            "The base URL this tool source is registered with in the hub, e.g. "
+            "`https://shop.example.com/api` or `https://shop.example.com`. From its path the "
+            "catalog's tool paths and the path tool calls are verified against are derived, so "
+            "the app may be mounted under a prefix the base URL includes or not. Unset: the base "
+            "URL is taken to be where the app's root is served (SCRIPT_NAME or "
+            "BAILING_PUBLIC_PREFIX). `flask bailing check` prints what to register."),
     Setting("BAILING_PUBLIC_PREFIX", None,
             "The public path prefix in front of the app, when a reverse proxy strips it without "
-            "telling the app (no X-Forwarded-Prefix). Only the catalog fetch signs it (the full "
-            "path of the hub's spec_url); tool calls never do. Defaults to SCRIPT_NAME."),
+            "telling the app (no X-Forwarded-Prefix). The catalog fetch signs it (the full "
+            "path of the hub's spec_url); tool calls only when BAILING_BASE_URL leaves it out. "
+            "Defaults to SCRIPT_NAME."),
     Setting("BAILING_RAW_TARGET", "auto",
             "`auto`: sign the raw request target the server reports (RAW_URI/REQUEST_URI), "
             "else re-encode PATH_INFO. `reconstruct`: always re-encode (when REQUEST_URI was "
@@ -57,6 +68,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_PUBLIC_CATALOG", False,
             "Serve the catalog to unsigned requests too (hub policy `public_allowed`). Off by "
             "default; logs a warning at start-up when on. Tool calls stay signed either way."),
+    Setting("BAILING_CSRF_EXEMPT", True,
+            "With Flask-WTF's `CSRFProtect` installed (before or after Bailing): skip its token check "
+            "for requests that carry a verified hub signature and are routed to a declared tool, and "
+            "for the package's own endpoints (the authorization probe and the callbacks the hub POSTs "
+            "to, which verify their own signatures). An unsigned browser request to a tool route is "
+            "still checked; no view is exempted."),
     Setting("BAILING_AUDIT_ARGUMENT_VALUES", False,
             "Include argument values (not only names) in the audit log of non-sensitive tools."),
     Setting("BAILING_RESPONSE_SIZE_WARNING", 8192,
@@ -90,6 +107,14 @@ SETTINGS: tuple[Setting, ...] = (
             "413 `body_too_large` before they are read past the limit (chunked uploads too). "
             "The hub's largest POST is a finished job's full record, which carries the `/run` "
             "request (at most 1 MiB at the hub's default) plus the result."),
+    Setting("BAILING_APPROVAL_RETENTION", 7 * 24 * 3600,
+            "Seconds an approval request this app received (and its decision) is kept in the "
+            "store: the window in which the hub may re-run an approved job and a "
+            "`business_approval` tool still finds the approval."),
+    Setting("BAILING_OTEL", False,
+            "Emit an OpenTelemetry span per tool call and the call and refusal metrics through "
+            "the global tracer and meter providers (needs the `otel` extra). "
+            "`bailing_flask.otel.instrument(app, ...)` does the same with chosen providers."),
 )
 
 #: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.

@@ -7,13 +7,21 @@ each request with the hub's rules (``CONTRACT.md`` §3): JS property order,
 query, a ``JSON.stringify`` body of at least ``{}`` on every non-GET call,
 the hub's headers, the idempotency key for side-effecting tools, and the
 signature. It talks to a Flask app in-process or to a live URL.
+
+The other direction too: it POSTs what the hub POSTs to a business (a
+finished job's record, a delivery webhook, an approval request in either
+variant, see :mod:`bailing_flask.hub_payloads`), signed with the client
+token over ``"<milliseconds>.<body>"``, and re-sends any of them the way the
+hub retries: the identical body with a fresh timestamp and signature.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import itertools
 import json
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -22,7 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._jsenc import encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
-from .signing import sign_tool_call
+from . import hub_payloads
+from .signing import sign_callback, sign_tool_call
 
 __all__ = [
     "PROBE_SUBJECT",
@@ -120,6 +129,10 @@ class HubRequest:
     headers: dict[str, str]
     body: bytes = b""
 
+    def json(self) -> Any:
+        """The body as JSON (the payload of a hub POST)."""
+        return json.loads(self.body)
+
 
 @dataclass
 class HubResponse:
@@ -162,6 +175,8 @@ class HubSimulator:
         well-known path under the base URL.
     :param client: the ``X-Bailing-Client`` value of calls (``""`` if none).
     :param clock: current Unix time, to test the window.
+    :param client_token: the client token the hub signs its POSTs with;
+        defaults to the app's first ``BAILING_CLIENT_TOKENS``.
     """
 
     def __init__(
@@ -173,8 +188,14 @@ class HubSimulator:
         client: str = "crm",
         clock: Any = time.time,
         timeout: float = 30.0,
+        client_token: str | None = None,
     ) -> None:
         self.secret = secret
+        self._client_token = client_token
+        #: a :class:`~bailing_flask.fake_hub.FakeHub` that approval requests are
+        #: registered with, so the app's decisions can be sent to it
+        self.fake_hub: Any = None
+        self._approval_ids = itertools.count(9001)
         self.client = client
         self.clock = clock
         self.timeout = timeout
@@ -188,10 +209,31 @@ class HubSimulator:
         else:
             self._app = target
             self._scheme, self._netloc, self._prefix = "http", "localhost", ""
+        # in-process: the test client serves the app under APPLICATION_ROOT (its
+        # SCRIPT_NAME); a public prefix in front of that is removed like a proxy would
+        self._script_name = ""
+        self._mount = ""
+        if self._app is not None:
+            self._in_process_paths()
         self.catalog_path = self._catalog_path(catalog_url)
         self._document: dict[str, Any] | None = None
 
     # -- transport -------------------------------------------------------------------
+
+    def _in_process_paths(self) -> None:
+        """Public paths of an in-process app: its mount prefix and its ``BAILING_BASE_URL``."""
+        from ._base_url import application_root
+        from .extension import Bailing
+
+        app = self._app
+        assert app is not None
+        middleware = Bailing.state(app).middleware
+        self._script_name = application_root(app)
+        prefix = middleware.public_prefix
+        self._mount = prefix if prefix is not None else self._script_name
+        # tool calls go to base_url + catalog path; without BAILING_BASE_URL the
+        # base URL is where the app's root is served
+        self._prefix = middleware.base_url.path if middleware.base_url is not None else self._mount
 
     def _catalog_path(self, catalog_url: str | None) -> str:
         if catalog_url is None:
@@ -199,25 +241,38 @@ class HubSimulator:
                 from .extension import Bailing
 
                 configured = Bailing.state(self._app).config("BAILING_CATALOG_PATH")
-                return str(configured)
+                return self._mount + str(configured)
             return self._prefix + "/.well-known/bailing/tools.json"
         parts = urlsplit(catalog_url)
         return parts.path + ("?" + parts.query if parts.query else "") if parts.scheme else catalog_url
 
     def send(self, method: str, wire_target: str, headers: Mapping[str, str], body: bytes = b"",
-             request: HubRequest | None = None) -> HubResponse:
-        """Send one request with the request-target exactly as given."""
+             request: HubRequest | None = None, *, environ: Mapping[str, Any] | None = None
+             ) -> HubResponse:
+        """Send one request with the request-target exactly as given.
+
+        ``environ`` adds WSGI environ keys (in-process only: a client on the
+        network can set none).
+        """
         if self._app is not None:
             client = self._app.test_client()
-            path, _, query = wire_target.partition("?")
+            target = wire_target
+            mount = self._mount
+            if mount and (target == mount or target.startswith((mount + "/", mount + "?"))):
+                target = target[len(mount):] or "/"
+            path, _, query = target.partition("?")
+            raw_target = self._script_name + target
             response = client.open(
                 path, method=method, query_string=query, data=body, headers=dict(headers),
-                environ_overrides={"REQUEST_URI": wire_target, "RAW_URI": wire_target},
+                environ_overrides={"REQUEST_URI": raw_target, "RAW_URI": raw_target,
+                                   **(environ or {})},
             )
             return HubResponse(response.status_code, dict(response.headers), response.get_data(), request)
         connection_class = (
             http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         )
+        if environ:
+            raise ValueError("environ keys can only be set for an in-process app")
         conn = connection_class(self._netloc, timeout=self.timeout)
         try:
             conn.putrequest(method, wire_target, skip_accept_encoding=True)
@@ -318,6 +373,20 @@ class HubSimulator:
         headers.update(extra_headers)  # declared header parameters come last, like the hub
         return HubRequest(shape.method, path_with_query, headers, raw_body)
 
+    def missing_path_arguments(self, tool: str, args: Mapping[str, Any] | None = None) -> list[str]:
+        """Path parameters of ``tool`` that ``args`` leaves out (or sets to ``null``).
+
+        The hub would send such a call anyway, with the placeholder itself
+        (``{order_id}``, ``%7Border_id%7D`` on the wire), which the app
+        answers with 404: check first to say which argument is missing.
+        """
+        import re
+
+        shape = self._shape(tool)
+        given = {key for key, value in (args or {}).items() if value is not None}
+        names = re.findall(r"\{([^{}]+)\}", shape.path)
+        return [name for name in dict.fromkeys(names) if name not in given]
+
     def call(self, tool: str, args: Mapping[str, Any] | None = None, **options: Any) -> HubResponse:
         """Call a tool as the hub does and return the response."""
         request = self.build_call(tool, args, **options)
@@ -359,3 +428,129 @@ class HubSimulator:
             headers["Content-Type"] = "application/json"
         request = HubRequest(target.method, target.path, headers, body)
         return self.send(target.method, self._prefix + target.path, headers, body, request)
+
+    # -- what the hub POSTs to the business ------------------------------------------------
+
+    @property
+    def client_token(self) -> str:
+        """The key of the hub's POSTs (the app's first client token by default)."""
+        if self._client_token is None and self._app is not None:
+            from .signing import primary_secret
+
+            self._client_token = primary_secret(self._app.config.get("BAILING_CLIENT_TOKENS"))
+        if not self._client_token:
+            raise AssertionError("no client token: pass client_token= or set BAILING_CLIENT_TOKENS")
+        return self._client_token
+
+    def _post_path(self, setting: str, default: str) -> str:
+        if self._app is not None:
+            from .extension import Bailing
+
+            configured = Bailing.state(self._app).config(setting)
+            if not configured:
+                raise AssertionError(f"{setting} is not set: the app receives no such POST")
+            return str(configured)
+        return self._prefix + default
+
+    def sign_post(self, path: str, payload: Mapping[str, Any] | bytes | str) -> HubRequest:
+        """A hub POST to ``path``: the body as ``JSON.stringify`` writes it, signed now."""
+        if isinstance(payload, Mapping):
+            body = json_stringify(payload).encode("utf-8")
+        else:
+            body = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        return self._signed_post(HubRequest("POST", path, {}, body))
+
+    def _signed_post(self, request: HubRequest) -> HubRequest:
+        ts = str(math.floor(self.clock() * 1000))
+        headers = {
+            "Content-Type": "application/json",
+            "X-Bailing-Timestamp": ts,
+            "X-Bailing-Signature": sign_callback(self.client_token, ts, request.body),
+        }
+        return HubRequest("POST", request.path_with_query, headers, request.body)
+
+    def post(self, path: str, payload: Mapping[str, Any] | bytes | str) -> HubResponse:
+        """Sign and send one hub POST."""
+        request = self.sign_post(path, payload)
+        return self.send("POST", request.path_with_query, request.headers, request.body, request)
+
+    def retry(self, request: HubRequest) -> HubResponse:
+        """Send a hub POST again as the hub retries it: same body, fresh timestamp and signature.
+
+        A duplicate delivery (the hub tried again after a timeout, or a
+        re-run of the same job) looks exactly the same.
+        """
+        again = self._signed_post(request)
+        return self.send("POST", again.path_with_query, again.headers, again.body, again)
+
+    def send_job_finished(self, job: Mapping[str, Any] | None = None, **fields: Any) -> HubResponse:
+        """POST a finished job's record to the app's callback path.
+
+        ``job`` is a record from :func:`~bailing_flask.hub_payloads.job_record`
+        (made from ``fields`` when not given).
+        """
+        record = dict(job) if job is not None else hub_payloads.job_record(**fields)
+        return self.post(
+            self._post_path("BAILING_CALLBACK_PATH", "/.well-known/bailing/callbacks/job"), record)
+
+    def send_delivery(self, job: Mapping[str, Any] | None = None, **fields: Any) -> HubResponse:
+        """POST the delivery webhook of a finished job to the app's delivery path."""
+        record = dict(job) if job is not None else hub_payloads.job_record(**fields)
+        return self.post(
+            self._post_path("BAILING_DELIVERY_PATH", "/.well-known/bailing/callbacks/delivery"),
+            hub_payloads.delivery_webhook(record),
+        )
+
+    def approval_payload(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        subject: str | None = None,
+        job_id: str | None = None,
+        approval_id: int | None = None,
+        variant: str = "tool_approval_request",
+        job: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The approval request the hub would send for ``tool(**args)`` (not sent).
+
+        Scope, method, template path, risk, policy and the rendered prompt
+        come from the catalog the app serves.
+        """
+        shape = self._shape(tool)
+        operation = self.document()["paths"][shape.path][shape.method.lower()]
+        capability = operation.get("x-agent-capability") or {}
+        risk = str((capability.get("risk") or {}).get("level") or "medium").lower()
+        approval = capability.get("approval") or {}
+        if "policy" not in fields and risk != "high":
+            fields["policy"] = "confirm_required" if approval.get("required") else "confirm_when"
+        record = dict(job) if job is not None else hub_payloads.job_record(
+            job_id=job_id, subject=subject, status="done")
+        return hub_payloads.approval_request(
+            approval_id=approval_id if approval_id is not None else next(self._approval_ids),
+            job=record, tool=shape.name, scope=shape.scope.strip(), method=shape.method,
+            path=shape.path, args=dict(args or {}), risk=risk, prompt=approval.get("prompt"),
+            subject=subject, variant=variant,  # type: ignore[arg-type]
+            **fields,
+        )
+
+    def send_approval_request(
+        self, tool: str, args: Mapping[str, Any] | None = None, **options: Any
+    ) -> HubResponse:
+        """POST an approval request for ``tool(**args)`` to the app's approval path.
+
+        Takes the options of :meth:`approval_payload`. When linked to a fake
+        hub (the pytest plugin's ``bailing_fake_hub``), the approval is
+        registered there first, so the app's decision can be sent to it.
+        """
+        payload = options.pop("payload", None) or self.approval_payload(tool, args, **options)
+        if self.fake_hub is not None:
+            self.fake_hub.register_approval_request(
+                payload, client_token=self.client_token,
+                client_app_id=(payload.get("intent") or {}).get("source") or None,
+            )
+        return self.post(
+            self._post_path("BAILING_APPROVAL_PATH", "/.well-known/bailing/callbacks/approval"),
+            payload,
+        )

@@ -10,9 +10,14 @@ The ticket is ``v1.<payload>.<mac>`` where ``payload`` is the base64url text
 (no padding) of the compact JSON ``{"uid":..,"exp":..}`` and ``mac`` the
 lowercase hex HMAC-SHA256 of that *text* under the client token.
 
-:func:`sign_ticket` is strict where the hub is lenient: the hub trims and
-truncates a uid it receives, so a uid that would be changed on the way is
-refused here instead of silently becoming a different subject.
+:func:`sign_ticket` is strict where the hub is lenient: the hub trims a uid
+it receives and cuts it to 64 UTF-16 code units (``String(uid).trim().slice(0,
+64)``), so exactly the uids that survive that unchanged are accepted, and the
+rest are refused instead of silently becoming a different subject. A uid
+with a character above U+00FF is a valid ticket, but it can never be the
+``X-Bailing-On-Behalf-Of`` header of a tool call (the hub's HTTP client
+refuses such header values), so it is refused too, unless the caller says
+the ticket is only for chatting (``chat_only=True``).
 :func:`verify_ticket` applies the hub's own acceptance rules (including its
 JavaScript conversions) so tests can check what the hub would accept.
 The client token never leaves the server: only the ticket goes to the page.
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 from itsdangerous.encoding import base64_encode
 from markupsafe import Markup, escape
 
-from ._jsenc import js_trim as _js_trim, utf16_slice as _utf16_prefix
+from ._jsenc import js_trim as _js_trim, utf16_len as _utf16_len, utf16_slice as _utf16_prefix
 from ._jsenc import js_string
 from .hub_client import normalize_hub_url
 from .errors import BailingError, ConfigurationError
@@ -50,8 +55,6 @@ __all__ = [
 
 #: The hub SDKs' default lifetime (seconds). The hub itself has no maximum.
 DEFAULT_TICKET_TTL = 7200
-#: The SDKs' limit on a uid, in UTF-8 bytes.
-_MAX_UID_BYTES = 64
 #: The hub keeps the first 64 UTF-16 units of the (trimmed) uid.
 _MAX_UID_UTF16 = 64
 
@@ -69,8 +72,8 @@ _JS_RADIX_RE = re.compile(r"0([xXoObB])([0-9A-Fa-f]+)")
 class TicketError(BailingError, ValueError):
     """A ticket cannot be signed, or was refused the way the hub refuses it.
 
-    :param reason: a stable code: ``invalid_uid``, ``invalid_ttl``,
-        ``invalid_expiry``, ``missing_client_token`` when signing;
+    :param reason: a stable code: ``invalid_uid``, ``uid_not_latin1``,
+        ``invalid_ttl``, ``invalid_expiry``, ``missing_client_token`` when signing;
         ``malformed_ticket``, ``bad_signature``, ``malformed_payload``,
         ``empty_uid``, ``expired`` when verifying.
     """
@@ -100,28 +103,48 @@ def _check_token(client_token: object) -> bytes:
     return client_token.encode("utf-8")
 
 
-def _check_uid(uid: object) -> str:
+def _check_uid(uid: object, chat_only: bool = False) -> str:
+    """``uid`` if the hub keeps it exactly as it is, else :class:`TicketError`.
+
+    The hub's rule is ``String(uid).trim().slice(0, 64)``: JavaScript's trim
+    (a different set of characters than ``str.strip``) and 64 UTF-16 code
+    units (an astral character counts 2).
+    """
     if not isinstance(uid, str):
         raise TicketError(f"uid must be a string, not {type(uid).__name__}.", "invalid_uid")
     if not uid:
         raise TicketError("uid is empty: a ticket must name the signed-in user.", "invalid_uid")
-    if uid != _js_trim(uid) or uid != uid.strip():
-        # The hub trims the uid, so the subject would silently differ.
-        raise TicketError("uid must not start or end with whitespace.", "invalid_uid")
     try:
-        size = len(uid.encode("utf-8"))
+        uid.encode("utf-8")
     except UnicodeEncodeError:
         raise TicketError("uid must be valid Unicode text (no lone surrogates).",
                           "invalid_uid") from None
-    if size > _MAX_UID_BYTES:
+    if uid != _js_trim(uid):
         raise TicketError(
-            f"uid is longer than {_MAX_UID_BYTES} UTF-8 bytes; use a shorter, structured "
-            "id such as 'tenant_1:user_1001'.",
+            "uid must not start or end with whitespace: the hub trims it "
+            "(String(uid).trim()), so the subject would silently differ.",
+            "invalid_uid",
+        )
+    units = _utf16_len(uid)
+    if units > _MAX_UID_UTF16:
+        raise TicketError(
+            f"uid is {units} UTF-16 code units long; the hub keeps only the first "
+            f"{_MAX_UID_UTF16} (String(uid).trim().slice(0, 64)), so the subject would silently "
+            "differ. Use a shorter, structured id such as 'tenant_1:user_1001'.",
             "invalid_uid",
         )
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uid):
         # The uid becomes the X-Bailing-On-Behalf-Of header of tool calls.
         raise TicketError("uid must not contain control characters.", "invalid_uid")
+    if not chat_only and any(ord(ch) > 0xFF for ch in uid):
+        raise TicketError(
+            "uid contains characters above U+00FF: the hub accepts the ticket, but the uid "
+            "becomes the X-Bailing-On-Behalf-Of header of the chat's tool calls, and the hub's "
+            "HTTP client refuses such header values, so every tool call on this user's behalf "
+            "would fail. Use an ASCII id, or pass chat_only=True if no tool acts on behalf of "
+            "this user.",
+            "uid_not_latin1",
+        )
     return uid
 
 
@@ -156,21 +179,28 @@ def sign_ticket(
     expires_at: int | None = None,
     *,
     clock: Clock = time.time,
+    chat_only: bool = False,
 ) -> str:
     """Sign a visitor ticket for ``uid``, valid for ``ttl`` seconds or until ``expires_at``.
 
     :param client_token: the client token of the client set as the chat
         entry's ticket issuer in the hub (never the provider secret).
-    :param uid: the signed-in user, 1-64 UTF-8 bytes without surrounding
-        whitespace; prefer ASCII such as ``tenant_1:user_1001`` (characters
-        above U+00FF cannot travel in the tool-call header, trap T27).
+    :param uid: the signed-in user: at most 64 UTF-16 code units, without
+        surrounding whitespace (JavaScript's trim) or control characters --
+        exactly what the hub keeps unchanged. Prefer ASCII such as
+        ``tenant_1:user_1001``.
     :param ttl: lifetime in seconds (default 7200, like the hub's SDKs).
     :param expires_at: absolute expiry in Unix seconds; overrides ``ttl``.
     :param clock: returns the current Unix time in seconds.
-    :raises TicketError: for anything the hub would refuse or alter.
+    :param chat_only: the ticket is only for chatting, no tool acts on the
+        user's behalf: allows characters above U+00FF in ``uid``, which can
+        never travel in a tool call's ``X-Bailing-On-Behalf-Of`` header.
+    :raises TicketError: for anything the hub would refuse or alter
+        (``invalid_uid``), and for a uid that cannot be a tool call's
+        subject (``uid_not_latin1``).
     """
     key = _check_token(client_token)
-    subject = _check_uid(uid)
+    subject = _check_uid(uid, chat_only)
     exp = _expiry(ttl, expires_at, clock())
     payload = _payload_text(subject, exp)
     return f"v1.{payload}.{_mac(key, payload)}"

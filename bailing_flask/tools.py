@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
 
-from .errors import ToolDeclarationError
+from .errors import ConfigurationError, ToolDeclarationError
 
 __all__ = [
     "tool",
@@ -203,8 +204,31 @@ class ToolOptions(_Model):
     authorizer: Callable[..., Any] | None = None
     allow_unsigned: bool | None = None
     idempotency_key: Callable[..., Any] | None = None
-    idempotency: bool | None = None
+    deduplicate: bool | None = None
     rerun_uncertain: bool | None = None
+    #: ``True``: a failure of this side effect (the view raised or answered 5xx)
+    #: never leaves anything behind, so the next identical call may run again.
+    #: Default: a failed side effect is uncertain and is never re-run by itself.
+    failure_is_atomic: bool | None = Field(default=None, strict=True)
+
+    validate_unsigned: bool | None = None
+    business_approval: bool | None = None
+
+    @model_validator(mode="after")
+    def _deduplication_is_consistent(self) -> ToolOptions:
+        if self.deduplicate is False and self.idempotency_key is not None:
+            raise ValueError(
+                "deduplicate=False contradicts idempotency_key= (a domain key is a way to "
+                "de-duplicate); drop one of them"
+            )
+        if self.deduplicate is False and self.rerun_uncertain:
+            raise ValueError(
+                "rerun_uncertain=True only applies to de-duplicated calls, and deduplicate=False "
+                "turns de-duplication off; drop one of them"
+            )
+        if self.validate_unsigned and self.allow_unsigned is False:
+            raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
+        return self
 
     @field_validator("context")
     @classmethod
@@ -274,7 +298,26 @@ def _describe(target: Any) -> str:
     return f"{module}.{getattr(target, '__qualname__', repr(target))}"
 
 
+def _renamed(options: dict[str, Any], where: str) -> None:
+    """``idempotency=`` is ``deduplicate=`` now: three letters from ``idempotent=`` was too close."""
+    if "idempotency" not in options:
+        return
+    if "deduplicate" in options:
+        raise ToolDeclarationError(
+            f"invalid tool declaration on {where}: idempotency= is the old name of deduplicate=; "
+            "give only deduplicate="
+        )
+    warnings.warn(
+        f"{where}: idempotency= is renamed deduplicate= (whether bailing_flask runs a repeated "
+        "signed call once); it is unrelated to idempotent=, which only tells the hub the call is "
+        "safe to retry",
+        DeprecationWarning, stacklevel=4,
+    )
+    options["deduplicate"] = options.pop("idempotency")
+
+
 def _validate(options: dict[str, Any], where: str) -> ToolOptions:
+    _renamed(options, where)
     for key in ("approval_when", "examples", "context", "tags", "methods", "params"):
         value = options.get(key)
         if isinstance(value, (list, set)):
@@ -282,12 +325,20 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
         elif isinstance(value, str) and key in ("approval_when", "tags", "methods", "context"):
             options[key] = (value,)
     try:
-        return ToolOptions(**options)
+        validated = ToolOptions(**options)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
         )
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
+    from ._sync import check_async_support
+
+    for option in ("authorizer", "idempotency_key"):
+        try:
+            check_async_support(getattr(validated, option), f"{option}= of {where}")
+        except ConfigurationError as exc:
+            raise ToolDeclarationError(str(exc)) from None
+    return validated
 
 
 def get_declaration(view: Any) -> Declaration | None:

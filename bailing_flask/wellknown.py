@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, request
 
 from .authz import probe_authorized
-from .responses import ErrorInfo, json_response
+from .gate import EXERCISE_KEY, ExerciseProbe
+from .responses import REASON_HEADER, ErrorInfo, json_response
 from .wsgi import ENVIRON_KEY, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,6 +35,13 @@ def _method_not_allowed(allowed: str) -> Response:
     return response
 
 
+def _reached() -> None:
+    """Tell an in-process exercise that the package's own endpoint answered."""
+    probe = request.environ.get(EXERCISE_KEY)
+    if isinstance(probe, ExerciseProbe):
+        probe.reached_view = True
+
+
 def make_blueprint(state: BailingState) -> Blueprint:
     """Build the ``bailing`` blueprint with the configured paths."""
     blueprint = Blueprint("bailing", __name__)
@@ -47,6 +55,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
         def catalog() -> Response:
             if request.method not in ("GET", "HEAD"):
                 return _method_not_allowed("GET")
+            _reached()
             verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
             if (verified is None or verified.kind != "catalog") and not state.config(
                 "BAILING_PUBLIC_CATALOG"
@@ -70,12 +79,14 @@ def make_blueprint(state: BailingState) -> Blueprint:
         def authz_probe() -> Response:
             if request.method not in ("GET", "POST"):
                 return _method_not_allowed("GET, POST")
+            _reached()
             verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
             if verified is None or verified.kind != "tool":
                 info = ErrorInfo.make("missing_signature")
                 response = state.error_response(info)
                 if state.ext.error_handler_func is None:
-                    response = json_response({"authorized": False, **info.payload()}, 401)
+                    response = json_response({"authorized": False, **info.payload()}, 401,
+                                             {REASON_HEADER: info.reason})
                 return response
             subject = _probe_subject(verified)
             try:

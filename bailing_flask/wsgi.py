@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._body import read_body
+from ._base_url import BaseURL, parse_base_url, strip_base
 from ._jsenc import encode_uri_component
+from ._wsgi_headers import with_content_length
 from .errors import ConfigurationError, SignatureError
-from .signing import Clock, Secrets, Verifier
+from .signing import Clock, Secrets, Verifier, _check_window
 
 if TYPE_CHECKING:  # pragma: no cover
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -34,6 +36,7 @@ __all__ = [
     "VerifiedCall",
     "UnsignedHeaders",
     "ErrorRenderer",
+    "RefusalListener",
 ]
 
 logger = logging.getLogger("bailing_flask")
@@ -47,8 +50,27 @@ MiB = 1024 * 1024
 
 #: Renders a refusal: returns ``(status, headers, body)``; ``None`` keeps the default.
 ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
+#: Told about every refusal: ``(error, environ, path)`` (audit, signals, metrics).
+RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
 
-_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large"}
+_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large",
+                503: "503 Service Unavailable"}
+
+
+def secrets_missing(secrets: Secrets | None) -> bool:
+    """No secret at all (``None``, ``""``, an empty list or mapping): not configured yet.
+
+    A configured but unusable secret (``[""]``, a number) is a different
+    thing, a mistake, and still refused at start-up.
+    """
+    if secrets is None:
+        return True
+    if isinstance(secrets, str):
+        return not secrets
+    try:
+        return len(secrets) == 0
+    except TypeError:
+        return False
 
 
 class UnsignedHeaders(NamedTuple):
@@ -170,9 +192,26 @@ def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
     return path
 
 
+def _routed_path(environ: dict[str, Any]) -> str:
+    """``PATH_INFO`` as Flask routes it: leading slashes collapse into one."""
+    path: str = environ.get("PATH_INFO") or "/"
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def _prefix_matches(path: str, prefix: str) -> bool:
     prefix = prefix.rstrip("/")
     return path == prefix or path.startswith(prefix + "/")
+
+
+def mount_prefix(environ: dict[str, Any], public_prefix: str | None) -> str:
+    """The public path in front of the application, percent-encoded, no trailing ``/``.
+
+    ``BAILING_PUBLIC_PREFIX`` when set (a proxy strips the prefix without
+    telling the app), else ``SCRIPT_NAME``.
+    """
+    if public_prefix is not None:
+        return public_prefix.rstrip("/")
+    return _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
 
 
 class BailingMiddleware:
@@ -189,9 +228,9 @@ class BailingMiddleware:
     :param catalog_path: the catalog's path relative to the application
         (verified with the full public path and an empty subject and job,
         as the hub signs its fetch); ``None`` if this app serves no catalog.
-    :param public_prefix: the path of the hub's ``base_url`` as the public
-        sees it. Defaults to ``SCRIPT_NAME``; set it when a proxy strips the
-        prefix without telling the app (no ``X-Forwarded-Prefix``).
+    :param public_prefix: the public path in front of the application.
+        Defaults to ``SCRIPT_NAME``; set it when a proxy strips the prefix
+        without telling the app (no ``X-Forwarded-Prefix``).
     :param require_signature: path prefixes (relative to the app) on which
         unsigned requests are refused, for applications that are not Flask.
     :param raw_target: ``"auto"`` signs the raw request target the server
@@ -200,6 +239,10 @@ class BailingMiddleware:
         ``REQUEST_URI`` was rewritten upstream.
     :param error_renderer: restyles refusals; receives the
         :class:`~bailing_flask.errors.SignatureError`.
+    :param on_refuse: called with the error, the environ and the path of
+        every refused request, before the refusal is answered (the Flask
+        extension audits it and sends a signal); its exceptions are logged,
+        never raised.
     :param verified_elsewhere: exact paths whose signature uses another
         scheme (the hub's callbacks: client token, milliseconds); they pass
         through and the endpoint verifies them itself, but their bodies are
@@ -208,6 +251,18 @@ class BailingMiddleware:
         paths; larger ones get 413 ``body_too_large`` before they are read
         past the limit (chunked uploads included).
     :param clock: current Unix time (tests).
+    :param base_url: the base URL this tool source is registered with in
+        the hub (``BAILING_BASE_URL``). Tool calls are then verified against
+        the public path (mount prefix + path) minus its path, so both an
+        origin base URL and one with the prefix work; ``None`` verifies
+        relative to the application, i.e. assumes the base URL is where the
+        application's root is served.
+    :param missing_secret: what to do when ``secrets`` is empty or ``None``.
+        ``"raise"`` (the default) refuses to build the middleware;
+        ``"refuse"`` builds it, logs an error, and answers every signed
+        request ``503 not_configured`` until a secret is configured, so an
+        application whose commands do not need the hub (``flask routes``,
+        migrations) still starts. Unsigned requests pass through as usual.
     """
 
     def __init__(
@@ -223,13 +278,29 @@ class BailingMiddleware:
         require_signature: Sequence[str] = (),
         raw_target: Literal["auto", "reconstruct"] = "auto",
         error_renderer: ErrorRenderer | None = None,
+        on_refuse: RefusalListener | None = None,
         verified_elsewhere: Sequence[str] = (),
         elsewhere_max_body_size: int = 4 * MiB,
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
+        base_url: str | None = None,
+        missing_secret: Literal["raise", "refuse"] = "raise",
     ) -> None:
         self.app = app
-        self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
+        self.base_url: BaseURL | None = parse_base_url(base_url, setting="base_url")
+        self.setting = setting
+        self.verifier: Verifier | None
+        if missing_secret not in ("raise", "refuse"):
+            raise ConfigurationError("missing_secret must be 'raise' or 'refuse'.")
+        if missing_secret == "refuse" and secrets_missing(secrets):
+            logger.error(
+                "bailing: %s is not set: every request signed by BailingHub will be refused with "
+                "503 not_configured until it holds the tool source's provider secret", setting,
+            )
+            _check_window(window, "window", 3600)
+            self.verifier = None
+        else:
+            self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
         if max_body_size < 0 or spool_threshold < 0 or elsewhere_max_body_size < 0:
             raise ConfigurationError(
                 "max_body_size, spool_threshold and elsewhere_max_body_size must not be negative."
@@ -245,11 +316,12 @@ class BailingMiddleware:
         self.require_signature = tuple(require_signature)
         self.raw_target = raw_target
         self.error_renderer = error_renderer
+        self.on_refuse = on_refuse
         self.verified_elsewhere = frozenset(verified_elsewhere)
         self.elsewhere_max_body_size = elsewhere_max_body_size
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if self.verified_elsewhere and environ.get("PATH_INFO") in self.verified_elsewhere:
+        if self.verified_elsewhere and _routed_path(environ) in self.verified_elsewhere:
             return self._pass_elsewhere(environ, start_response)
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
         if signature is None:
@@ -261,11 +333,16 @@ class BailingMiddleware:
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
             return self.app(environ, start_response)
         path = _raw_path(environ, self.raw_target)
+        if self.verifier is None:
+            return self._refuse(SignatureError("not_configured", status=503), environ, start_response)
         try:
             call, spilled = self._verify(environ, signature, path)
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
         environ[ENVIRON_KEY] = call
+        # the hub sends no cookies: one on a signed request was added by someone else, and
+        # must not make the hub's call ride (or become) a browser session
+        environ.pop("HTTP_COOKIE", None)
         result = self.app(environ, start_response)
         if spilled is not None:
             return _ClosingIterable(result, spilled.close)
@@ -278,9 +355,7 @@ class BailingMiddleware:
         is read here first, never past the limit, and handed back.
         """
         environ[ENVIRON_KEY] = None
-        if environ.get("REQUEST_METHOD") != "POST":
-            return self.app(environ, start_response)
-        limit = self.elsewhere_max_body_size
+        limit = self.elsewhere_max_body_size  # any method: an inner middleware may turn it into POST
         try:
             body = read_body(environ, limit, min(limit, self.spool_threshold))
         except SignatureError as error:
@@ -307,12 +382,13 @@ class BailingMiddleware:
             signed_path = prefix + path
             subject_raw, job_id = "", ""
         else:
-            signed_path = path
+            signed_path = path if self.base_url is None else self._base_relative(environ, path)
             subject_raw = environ.get("HTTP_X_BAILING_ON_BEHALF_OF", "")
             job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
         if query:
             signed_path += "?" + query
         verifier = self.verifier
+        assert verifier is not None  # __call__ refused the request without one
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
         verifier.check_reading(signed_path, subject_raw)
         body = read_body(environ, self.max_body_size, self.spool_threshold)
@@ -356,25 +432,43 @@ class BailingMiddleware:
             path == self.catalog_path
             and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64
         )
-        logger.log(
-            logging.INFO if expected else logging.WARNING,
-            "bailing: refused %s %s: %s (job %r)",
-            environ.get("REQUEST_METHOD", "?"),
-            path,
-            error.reason,
-            job[:64],
-        )
+        if error.reason == "not_configured":
+            logger.error(
+                "bailing: refused %s %s: %s is not set, so no hub request can be verified (job %r)",
+                environ.get("REQUEST_METHOD", "?"), path, self.setting, job[:64],
+            )
+        else:
+            logger.log(
+                logging.INFO if expected else logging.WARNING,
+                "bailing: refused %s %s: %s (job %r)",
+                environ.get("REQUEST_METHOD", "?"),
+                path,
+                error.reason,
+                job[:64],
+            )
+        if self.on_refuse is not None:
+            try:
+                self.on_refuse(error, environ, path)
+            except Exception:
+                logger.exception("bailing: the refusal listener failed")
         rendered = self.error_renderer(error) if self.error_renderer else None
         if rendered is None:
             rendered = default_error_response(error)
         status, headers, body = rendered
         status_line = _STATUS_TEXT.get(status) or f"{status} Error"
-        headers = list(headers) + [("Content-Length", str(len(body)))]
-        if error.status == 413:
-            # the rest of the body was not read: the connection cannot be reused
-            headers.append(("Connection", "close"))
-        start_response(status_line, headers)
+        # no hop-by-hop header (PEP 3333): after a 413 the server itself closes
+        # or drains the connection whose body was left unread
+        headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
+        headers.append(("X-Bailing-Reason", error.reason))
+        start_response(status_line, with_content_length(headers, body))
         return [body]
+
+    def _base_relative(self, environ: dict[str, Any], path: str) -> str:
+        """What the hub signed for a tool call: the public path minus the base URL's path."""
+        assert self.base_url is not None
+        public = mount_prefix(environ, self.public_prefix) + path
+        relative = strip_base(public, self.base_url.path)
+        return public if relative is None else relative  # not under base_url: cannot verify
 
 
 def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -4,4 +4,4 @@ Run them all with ``python -m benchmarks`` from the repository root; see
 ``benchmarks/README.md``.
 """
 
-GROUPS = ("verify", "middleware", "bigbody", "catalog", "idempotency")
+GROUPS = ("verify", "middleware", "toolcall", "idempotency", "bigbody", "catalog", "imports", "e2e")

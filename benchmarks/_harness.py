@@ -7,17 +7,27 @@ Absolute numbers are kept only as supporting detail in the JSON output.
 Method (per comparison):
 
 * warm up every case first (code paths, allocator, caches);
-* calibrate a block size so one timed block lasts ~``block_ms``;
-* run ``rounds`` rounds; each round times the cases in an ABBA order (the
-  order flips every round), so a slow drift of the machine (frequency
-  scaling, a neighbour process) hits both sides equally;
-* a block whose wall time exceeds this thread's CPU time (another
-  process took the core mid-block) is measured again, up to
-  ``MAX_RETRIES`` times, keeping the fastest attempt; the counts are
-  reported as ``details.blocks``;
-* ``gc`` is disabled inside each timed block and a collection is run
-  between blocks, outside the timing (objects alive before the measurement
-  are ``gc.freeze()``-d first, so those collections stay cheap);
+* calibrate one block size for all cases so a half-block lasts about
+  ``block_ms`` for the slowest case;
+* run ``rounds`` rounds; each round times the cases in order and then in
+  reverse order (A B B A for two cases), and the order of the first half
+  flips every round, so a slow drift of the machine (frequency scaling, a
+  neighbour process) hits every side equally;
+* **every block is measured exactly once, with the same clock, and kept**:
+  no retries, no "fastest of n", no discarded outliers, for the baseline as
+  for the candidate. The spread of the per-round ratios shows the noise;
+* the clock is this thread's CPU time (``time.thread_time_ns``) for
+  in-process CPU-bound work: time spent descheduled by another process is
+  not counted, so a busy shared machine adds spread, not bias. A comparison
+  with an ``io_bound`` case (waiting on a disk ``fsync`` or a Redis round
+  trip) is timed on the wall clock, **both sides**; the other clock is
+  always recorded too and reported next to the ratio;
+* ``gc`` stays enabled inside the timed blocks (a package that leaves more
+  garbage pays for the collections it causes, as it does in production),
+  and a full collection runs before each block, outside the timing; objects
+  alive before the measurement are ``gc.freeze()``-d so those collections
+  stay cheap. ``gc_enabled=False`` switches the collector off inside blocks
+  (used for the catalog build, a single long allocation-heavy call);
 * the per-round ratio is computed from blocks measured seconds apart, and
   the reported figure is the **median** of the per-round ratios, with the
   interquartile range as the spread.
@@ -27,15 +37,8 @@ Optional hooks on a case callable (plain functions have none):
 * ``fn.prepare(loops)`` is called before every block, outside the timing and
   before the block's ``gc.collect()``: a case that needs one fresh input per
   call (a new signed request, a new job id) builds them there;
-* ``fn.io_bound = True`` marks a case that waits for I/O (a Redis round trip,
-  an ``fsync``): its wall time always exceeds its CPU time, so the
-  descheduling check cannot apply; such blocks are measured once and counted
-  as ``unchecked``, and calibration uses their wall time.
-
-``compare(..., measure="cpu")`` times blocks with this thread's CPU time
-instead of the wall clock (no retries needed: time spent descheduled is not
-counted); for long CPU-bound blocks such as a whole catalog build, where a
-wall-clock block of half a second is rarely left alone on a busy machine.
+* ``fn.io_bound = True`` marks a case that waits for I/O: the comparison it
+  is part of runs on the wall clock (see above).
 """
 
 from __future__ import annotations
@@ -49,8 +52,6 @@ from typing import Any
 
 perf_counter_ns = time.perf_counter_ns
 thread_time_ns = time.thread_time_ns
-#: How often a block that was descheduled is measured again (the fastest attempt is kept).
-MAX_RETRIES = 4
 
 
 @dataclass
@@ -64,13 +65,17 @@ class Result:
     ratio: float
     #: Spread of the per-round ratios: (first quartile, third quartile).
     spread: tuple[float, float]
-    #: "<=", "<" or ">=".
+    #: "<=", "<", ">=" or "" (no target: an informational row).
     op: str
     threshold: float
     rounds: int
     details: dict[str, Any] = field(default_factory=dict)
-    #: "" for a ratio; otherwise the unit of an absolute figure (e.g. "ms").
+    #: "" for a ratio; otherwise the unit of an absolute figure (e.g. "ms", "MiB", "/call").
     unit: str = ""
+    #: Set when the figure could not be measured here (the row says why; never a pass).
+    skipped: str = ""
+    #: Lines printed under the table (absolute figures that help read the ratio).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def informational(self) -> bool:
@@ -79,6 +84,8 @@ class Result:
 
     @property
     def passed(self) -> bool:
+        if self.skipped:
+            return False
         if not self.op:
             return True
         if self.op == "<=":
@@ -90,10 +97,32 @@ class Result:
         raise ValueError(self.op)
 
     @property
+    def verdict(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if self.informational:
+            return "info"
+        return "met" if self.passed else "MISSED"
+
+    @property
     def target(self) -> str:
         if not self.op:
             return "-"
         return f"{self.op} {self.threshold:g}{' ' + self.unit if self.unit else ''}"
+
+    def figure(self) -> str:
+        """The measured value as printed (a ratio, or a number with its unit)."""
+        if self.skipped:
+            return "-"
+        if self.unit:
+            return f"{self.ratio:.2f} {self.unit}"
+        return f"{self.ratio:.3f}"
+
+    def spread_text(self) -> str:
+        if self.skipped:
+            return "-"
+        digits = 2 if self.unit else 3
+        return f"{self.spread[0]:.{digits}f}-{self.spread[1]:.{digits}f}"
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -101,11 +130,18 @@ class Result:
         data["target"] = self.target
         data["passed"] = self.passed
         data["informational"] = self.informational
+        data["verdict"] = self.verdict
+        if self.skipped:
+            data["ratio"] = None  # NaN is not JSON
         return data
 
 
-#: Block statistics of the last :func:`compare` call (copied into results).
-LAST_STATS: dict[str, Any] = {}
+def skipped_result(group: str, name: str, metric: str, op: str, threshold: float, why: str,
+                   unit: str = "") -> Result:
+    """A row for a figure that could not be measured on this machine (with the reason)."""
+    return Result(group=group, name=name, metric=metric, ratio=float("nan"), spread=(0.0, 0.0),
+                  op=op, threshold=threshold, rounds=0, details={"skipped": why}, unit=unit,
+                  skipped=why)
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:
@@ -115,89 +151,90 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return (q[0], q[2])
 
 
-def time_block(fn: Callable[[], Any], loops: int) -> int:
-    """Run ``fn`` ``loops`` times with gc disabled; return elapsed ns (wall clock)."""
-    return _time_block(fn, loops)[0]
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by linear interpolation."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def _time_block(fn: Callable[[], Any], loops: int) -> tuple[int, int]:
-    """Like :func:`time_block`; returns (wall ns, this thread's CPU ns)."""
+class Rounds(dict[str, list[float]]):
+    """ns per call per round per case, on the comparison's clock (``clock``).
+
+    ``cpu`` and ``wall`` hold the same series on both clocks; ``stats`` the
+    block counts (``descheduled``: blocks whose wall time exceeded their CPU
+    time by more than 5 % - another process had the core; they are kept).
+    """
+
+    def __init__(self, clock: str, cpu: dict[str, list[float]], wall: dict[str, list[float]],
+                 stats: dict[str, Any]) -> None:
+        super().__init__(cpu if clock == "cpu" else wall)
+        self.clock = clock
+        self.cpu = cpu
+        self.wall = wall
+        self.stats = stats
+
+    def other(self) -> dict[str, list[float]]:
+        return self.wall if self.clock == "cpu" else self.cpu
+
+
+def _time_block(fn: Callable[[], Any], loops: int, gc_enabled: bool = True,
+                cpu_clock: Callable[[], int] = thread_time_ns) -> tuple[int, int]:
+    """Run ``fn`` ``loops`` times; return (wall ns, CPU ns: this thread's unless told)."""
     prepare = getattr(fn, "prepare", None)
     if prepare is not None:
         prepare(loops)  # fresh inputs for this block, outside the timing
     gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
+    was_enabled = gc.isenabled()
+    if not gc_enabled:
+        gc.disable()
     try:
-        cpu0 = thread_time_ns()
+        cpu0 = cpu_clock()
         start = perf_counter_ns()
         for _ in range(loops):
             fn()
         wall = perf_counter_ns() - start
-        cpu = thread_time_ns() - cpu0
+        cpu = cpu_clock() - cpu0
         return wall, cpu
     finally:
-        if enabled:
+        if was_enabled and not gc_enabled:
             gc.enable()
 
 
-def _was_descheduled(wall: int, cpu: int) -> bool:
-    """True when the block lost the CPU: its wall time exceeds its CPU time.
+def time_block(fn: Callable[[], Any], loops: int) -> int:
+    """Run ``fn`` ``loops`` times; return elapsed wall ns."""
+    return _time_block(fn, loops)[0]
 
-    On a shared 2-core machine another process can take the core in the
-    middle of a block; such a block measures the neighbour, not the code.
-    """
+
+def _was_descheduled(wall: int, cpu: int) -> bool:
     return wall > cpu * 1.05 + 50_000
 
 
-def clean_block(
-    fn: Callable[[], Any], loops: int, stats: dict[str, int], measure: str = "wall"
-) -> int:
-    """Wall ns of one block; re-run (up to ``MAX_RETRIES``) while descheduled.
-
-    ``measure="cpu"``: this thread's CPU ns of one block (no retries).
-    An ``io_bound`` case is measured once (wall) and counted as unchecked.
-    """
-    if measure == "cpu":
-        wall, cpu = _time_block(fn, loops)
-        stats["blocks"] += 1
-        return cpu
-    if getattr(fn, "io_bound", False):
-        wall, _cpu = _time_block(fn, loops)
-        stats["blocks"] += 1
-        stats["unchecked"] = stats.get("unchecked", 0) + 1
-        return wall
-    best = None
-    for attempt in range(MAX_RETRIES + 1):
-        wall, cpu = _time_block(fn, loops)
-        stats["blocks"] += 1
-        best = wall if best is None else min(best, wall)
-        if not _was_descheduled(wall, cpu):
-            return wall
-        stats["retried"] += 1
-    stats["dirty"] += 1
-    assert best is not None
-    return best
+def _clock_of(cases: dict[str, Callable[[], Any]], measure: str) -> str:
+    if measure not in ("auto", "cpu", "wall"):
+        raise ValueError(measure)
+    if measure != "auto":
+        return measure
+    return "wall" if any(getattr(fn, "io_bound", False) for fn in cases.values()) else "cpu"
 
 
-def calibrate(fn: Callable[[], Any], block_ms: float, min_loops: int = 1) -> int:
-    """Loops per block so that one block lasts about ``block_ms``.
-
-    Uses the smaller of wall and CPU time of several blocks, so a neighbour
-    taking the core during calibration does not shrink the blocks.
-    """
-    io_bound = getattr(fn, "io_bound", False)
+def calibrate(fn: Callable[[], Any], block_ms: float, clock: str = "cpu", min_loops: int = 1) -> int:
+    """Loops per block so that one block of ``fn`` lasts about ``block_ms`` on ``clock``."""
 
     def measured(loops: int) -> int:
         wall, cpu = _time_block(fn, loops)
-        return wall if io_bound else min(wall, cpu)
+        return cpu if clock == "cpu" else wall
 
     loops = 1
     while True:
         if measured(loops) >= 1_000_000 or loops >= 1 << 22:  # >= 1 ms: extrapolate
             break
         loops *= 2
-    per_call = min(measured(loops) for _ in range(5)) / loops
+    per_call = statistics.median(measured(loops) for _ in range(3)) / loops
     return max(min_loops, int(block_ms * 1_000_000 / max(per_call, 1.0)))
 
 
@@ -208,22 +245,24 @@ def compare(
     block_ms: float = 10.0,
     warmup_s: float = 0.2,
     loops: int | None = None,
-    measure: str = "wall",
-) -> dict[str, list[float]]:
+    measure: str = "auto",
+    gc_enabled: bool = True,
+    process_cpu: bool = False,
+) -> Rounds:
     """Interleaved timing of several cases; returns ns/call per round per case.
 
-    Within a round the cases run in order, then in reverse order (ABBA for
-    two cases); the order of the first half alternates between rounds. The
-    two half-blocks of a round are summed. ``measure="cpu"`` times with this
-    thread's CPU clock instead of the wall clock (see the module docstring).
+    Within a round the cases run in order, then in reverse order; the order
+    of the first half alternates between rounds. The two half-blocks of a
+    round are summed. ``measure``: ``"auto"`` (thread CPU time, or the wall
+    clock when a case is ``io_bound``), ``"cpu"`` or ``"wall"``.
     """
-    if measure not in ("wall", "cpu"):
-        raise ValueError(measure)
+    clock = _clock_of(cases, measure)
     names = list(cases)
     gc.collect()
     gc.freeze()  # long-lived objects out of the way: per-block collections stay cheap
     try:
-        return _compare(cases, names, rounds, block_ms, warmup_s, loops, measure)
+        return _compare(cases, names, rounds, block_ms, warmup_s, loops, clock, gc_enabled,
+                        time.process_time_ns if process_cpu else thread_time_ns)
     finally:
         gc.unfreeze()
 
@@ -235,33 +274,43 @@ def _compare(
     block_ms: float,
     warmup_s: float,
     loops: int | None,
-    measure: str = "wall",
-) -> dict[str, list[float]]:
+    clock: str,
+    gc_enabled: bool,
+    cpu_clock: Callable[[], int] = thread_time_ns,
+) -> Rounds:
     # Warm-up: run every case for a while before anything is recorded.
     deadline = perf_counter_ns() + int(warmup_s * 1e9)
     warm_loops = min(10, loops) if loops else 10
     while perf_counter_ns() < deadline:
         for name in names:
-            time_block(cases[name], warm_loops)
+            _time_block(cases[name], warm_loops, gc_enabled, cpu_clock)
     if loops is None:
-        loops = min(calibrate(cases[name], block_ms / 2) for name in names)
+        loops = min(calibrate(cases[name], block_ms / 2, clock) for name in names)
     loops = max(1, loops)
-    per_round: dict[str, list[float]] = {name: [] for name in names}
-    stats = {"blocks": 0, "retried": 0, "dirty": 0, "unchecked": 0}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    stats: dict[str, Any] = {"blocks": 0, "descheduled": 0}
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
-        totals = dict.fromkeys(names, 0)
+        totals_cpu = dict.fromkeys(names, 0)
+        totals_wall = dict.fromkeys(names, 0)
         for name in order + order[::-1]:
-            totals[name] += clean_block(cases[name], loops, stats, measure)
+            w, c = _time_block(cases[name], loops, gc_enabled, cpu_clock)
+            stats["blocks"] += 1
+            if not getattr(cases[name], "io_bound", False) and _was_descheduled(w, c):
+                stats["descheduled"] += 1
+            totals_cpu[name] += c
+            totals_wall[name] += w
         for name in names:
-            per_round[name].append(totals[name] / (2 * loops))
-    LAST_STATS.clear()
-    LAST_STATS.update(stats, loops_per_block=loops, measure=measure)
-    return per_round
+            cpu[name].append(totals_cpu[name] / (2 * loops))
+            wall[name].append(totals_wall[name] / (2 * loops))
+    stats.update(loops_per_block=loops, clock=clock, gc_in_blocks=gc_enabled,
+                 cpu_clock="process" if cpu_clock is not thread_time_ns else "thread")
+    return Rounds(clock, cpu, wall, stats)
 
 
 def ratio_result(
-    per_round: dict[str, list[float]],
+    per_round: Rounds,
     *,
     group: str,
     name: str,
@@ -272,16 +321,25 @@ def ratio_result(
     threshold: float,
     extra: dict[str, Any] | None = None,
 ) -> Result:
-    """Median over rounds of ``per_round[numerator] / per_round[denominator]``."""
+    """Median over rounds of ``per_round[numerator] / per_round[denominator]``.
+
+    With times per call, ``numerator=baseline, denominator=candidate`` is the
+    candidate's throughput relative to the baseline (1.0 = as fast).
+    """
     num, den = per_round[numerator], per_round[denominator]
     ratios = [a / b for a, b in zip(num, den)]
+    other = per_round.other()
+    other_ratios = [a / b for a, b in zip(other[numerator], other[denominator])]
     details: dict[str, Any] = {
-        f"{numerator}_ns_per_call_median": statistics.median(num),
-        f"{denominator}_ns_per_call_median": statistics.median(den),
+        f"{numerator}_ns_per_call_median": round(statistics.median(num)),
+        f"{denominator}_ns_per_call_median": round(statistics.median(den)),
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
+        "clock": per_round.clock,
+        f"ratio_on_{'wall' if per_round.clock == 'cpu' else 'cpu'}_clock_median": statistics.median(
+            other_ratios),
+        "blocks": dict(per_round.stats),
     }
-    details["blocks"] = dict(LAST_STATS)
     if extra:
         details.update(extra)
     return Result(
@@ -295,3 +353,8 @@ def ratio_result(
         rounds=len(ratios),
         details=details,
     )
+
+
+def per_call_us(per_round: Rounds, name: str) -> float:
+    """Median µs per call of one case (on the comparison's clock)."""
+    return statistics.median(per_round[name]) / 1000.0

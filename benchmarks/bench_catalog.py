@@ -30,7 +30,14 @@ logged or excluded while timing.
   through the whole app (middleware, signature check, blueprint view,
   memoised catalog) / req/s of a plain route of the same app returning the
   same bytes with the same headers, called on the Flask WSGI app under the
-  middleware (no signature, no middleware).
+  middleware (no signature, no middleware);
+* ``socket_vs_plain`` (target >= 0.95): the same two requests over a real
+  socket: one gunicorn ``gthread`` worker (4 threads) on loopback serving
+  ``benchmarks._apps:catalog_socket_app()`` - the same 1000-tool app, whose
+  plain route is dispatched straight to Flask's own ``wsgi_app`` (no
+  package code) - driven by the separate load-generating process over 4
+  kept-alive connections; req/s of the signed catalog GET / req/s of the
+  plain GET of the same bytes.
 """
 
 from __future__ import annotations
@@ -50,8 +57,9 @@ from bailing_flask.extension import BailingState
 from bailing_flask.testing import catalog_headers
 from bailing_flask.wsgi import ENVIRON_KEY
 
-from ._harness import LAST_STATS, Result, compare, quartiles, ratio_result
-from .bench_middleware import base_environ, make_caller
+from ._harness import Result, compare, quartiles, ratio_result, skipped_result
+from ._wsgi import base_environ
+from .bench_middleware import make_caller
 
 GROUP = "catalog"
 SECRET = "bench-secret-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -59,6 +67,8 @@ N_TOOLS = 1000
 CATALOG_PATH = "/.well-known/bailing/tools.json"
 PLAIN_PATH = "/bench/plain-catalog"
 BUILD_TARGET_MS = 250.0
+#: A typical app's catalog size, for the second over-a-socket comparison.
+SMALL_TOOLS = 20
 #: Rough CPU seconds the timed builds may take in a full run (sets the round count).
 BUILD_BUDGET_S = 15.0
 
@@ -226,8 +236,9 @@ def run_build(app: Flask, bailing: Bailing, quick: bool) -> list[Result]:
         loops=1,
         warmup_s=0.0,
         measure="cpu",
+        gc_enabled=False,
     )
-    stats = dict(LAST_STATS)
+    stats = dict(per_round.stats)
     build_ns = per_round["build"]
     dumps_ns = [ns / times for ns in per_round["json_dumps"]]
     build_ms_rounds = [ns / 1e6 for ns in build_ns]
@@ -317,6 +328,48 @@ def serving_cases(app: Flask, inner: Any) -> dict[str, Any]:
     return cases
 
 
+def run_socket(quick: bool, n_tools: int = N_TOOLS, name: str = "socket_vs_plain") -> Result:
+    """Signed catalog GET vs a plain view of the same bytes, through gunicorn on loopback."""
+    from ._apps import CATALOG_PLAIN_PATH
+    from ._server import Gunicorn, LoadGen, Side, gunicorn_available, interleaved, rate_ratios, side_summary
+
+    if not gunicorn_available():
+        why = "gunicorn is not installed (pip install -e '.[test,bench]')"
+        return skipped_result(GROUP, name, "catalog over a socket", ">=", 0.95, why)
+    server = Gunicorn("benchmarks._apps:catalog_socket_app()", worker_class="gthread", threads=4,
+                      env={"BENCH_SECRET": SECRET, "BENCH_CATALOG_TOOLS": str(n_tools)},
+                      label=f"catalog-{n_tools}/gthread")
+    gen = LoadGen()
+    try:
+        server.start()
+        signed = {"method": "GET", "path_with_query": CATALOG_PATH, "catalog_secret": SECRET}
+        plain = {"method": "GET", "path_with_query": CATALOG_PLAIN_PATH}
+        sides = [Side("plain", server, plain), Side("catalog", server, signed)]
+        n = interleaved(gen, sides, rounds=5 if quick else 7, block_s=0.5 if quick else 1.0,
+                        concurrency=4, warmup_n=50 if n_tools > 100 else 300)
+    finally:
+        gen.close()
+        server.close()
+    ratio, spread, ratios = rate_ratios(sides[1], sides[0])
+    cat, pl = side_summary(sides[1]), side_summary(sides[0])
+    details: dict[str, Any] = {"catalog": cat, "plain": pl, "ratios": ratios, "requests_per_block": n,
+                               "tools": n_tools, "body_bytes": cat.get("response_bytes"),
+                               "server": "gunicorn gthread, 1 worker, 4 threads, loopback"}
+    if sides[0].server_cpu_us and sides[1].server_cpu_us:
+        details["server_cpu_ratio"] = round(statistics.median(sides[0].server_cpu_us)
+                                            / statistics.median(sides[1].server_cpu_us), 3)
+    return Result(
+        group=GROUP, name=name,
+        metric=(f"req/s signed catalog GET / req/s plain view of the same bytes, {n_tools}-tool "
+                "catalog over a socket (gunicorn gthread, loopback, separate load generator)"),
+        ratio=ratio, spread=spread, op=">=", threshold=0.95, rounds=len(ratios), details=details,
+        notes=[f"{GROUP}/{name}: catalog {cat['req_per_s_median']:.0f} req/s, p50 "
+               f"{cat['p50_ms']:.2f} ms, p99 {cat['p99_ms']:.2f} ms; plain {pl['req_per_s_median']:.0f} "
+               f"req/s, p50 {pl['p50_ms']:.2f} ms, p99 {pl['p99_ms']:.2f} ms; server CPU ratio "
+               f"{details.get('server_cpu_ratio')}"],
+    )
+
+
 def run(quick: bool = False) -> list[Result]:
     started = time.perf_counter()
     app, bailing, inner = make_app()
@@ -344,11 +397,15 @@ def run(quick: bool = False) -> list[Result]:
             },
         )
     )
+    results.append(run_socket(quick))
+    results.append(run_socket(quick, SMALL_TOOLS, "socket_vs_plain_small"))
     return results
 
 
 if __name__ == "__main__":  # pragma: no cover - convenience
     t = time.perf_counter()
     for r in run(quick="--quick" in sys.argv):
-        print(r)
+        print(r.group, r.name, r.figure(), r.spread_text(), r.target, r.verdict)
+        for note in r.notes:
+            print("   ", note)
     print(f"{time.perf_counter() - t:.1f}s")

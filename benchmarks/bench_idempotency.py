@@ -1,175 +1,103 @@
-"""idempotency: the cost of "at most once" per side-effecting call, per store.
+"""idempotency: the cost of "at most once" per side-effecting call, with each store.
 
-One app per store (``memory://``, a SQLite file, a real ``redis-server``
-started here on a free loopback port and stopped at the end), each with the
-same two tools:
+The tool app of ``benchmarks/_apps.py`` serves the same POST tool twice:
+``POST /api/orders/idem`` (de-duplicated, the default for a side-effecting
+tool) and ``POST /api/orders`` (``deduplicate=False``). One app per store:
+``memory://``; a SQLite file on the repository's file system (a directory
+``benchmarks/.tmp-*`` removed at the end; ``BENCH_SQLITE_DIR`` chooses
+another); the same on ``/dev/shm`` when it is a tmpfs (``fsync`` is free
+there, so what is left is the store's own CPU); a real ``redis-server``
+started for the run on a free loopback port (the test suite's helper,
+``tests/_redis.py``: ``--save "" --appendonly no``).
 
-* ``POST /api/refunds`` - a side-effecting tool (a POST with a small pydantic
-  body model): every call reserves an entry in the store, runs the view and
-  records the response;
-* ``POST /api/refunds/plain`` - the same tool with ``idempotency=False``.
+Every request is a **new call** (a fresh job id, hence a new signature, a
+new call identity and a new store entry), built and signed like the hub in
+the case's ``prepare`` hook, before its block starts; both sides of every
+comparison get the same kind of requests through the whole app. Before
+timing, each store is checked to be engaged: the same request sent again is
+answered from the store with ``Idempotent-Replayed: true``.
 
-The view does trivial work (returns a small JSON object, status 201). Every
-request is a **new call**: a fresh job id (so a new signature and a new call
-identity, hence a new store entry), signed as the hub signs, with the hub's
-``X-Bailing-Idempotency-Key``. The requests of a block are built and signed
-before the block starts (``prepare`` hook, outside the timing), and both
-sides get the same kind of requests through the whole app (middleware,
-gate, argument validation, authorizer). Before timing, each store is checked
-to be really engaged: repeating a request answers from the store with
-``Idempotent-Replayed: true``.
+Ratios (calls/s with the store / calls/s of the same tool without):
 
-Each store is its own A/B series against the plain tool of the same app:
+* ``memory_vs_off`` (target >= 0.92) and ``sqlite_tmpfs_vs_off`` (target
+  >= 0.7): thread CPU time;
+* ``sqlite_vs_off`` (no target): the repository's disk, wall clock on both
+  sides - each commit waits for the disk, so this one measures the disk;
+* ``redis_vs_off`` (no target in-process): wall clock on both sides (each
+  round trip waits for the server, which shares the 2 cores); the target
+  for Redis is end to end (``e2e/gthread_redis_vs_off``).
 
-* ``memory_vs_off`` (target >= 0.9);
-* ``sqlite_vs_off`` (target >= 0.5): the file is in ``tempfile.gettempdir()``
-  (set ``TMPDIR`` to choose the disk); the store keeps SQLite's
-  ``synchronous=FULL``, so every commit waits for the disk;
-* ``redis_vs_off`` (target >= 0.5);
-* ``sqlite_tmpfs_vs_off`` (no target, full runs only, when ``/dev/shm`` is a
-  tmpfs): the same SQLite store on a file system whose ``fsync`` is free,
-  to tell the store's own CPU cost from the disk's.
+Counts per call on the request path (the machine-independent figures):
 
-The SQLite and Redis cases wait for I/O, so their blocks are timed once
-(no descheduling check, see ``_harness.py``); the memory case and the plain
-baselines get the usual check.
+* ``sqlite_fsyncs_per_call`` (target <= 1): ``fsync`` + ``fdatasync`` system
+  calls per new call, counted by ``strace -f -c`` around a subprocess that
+  makes N new calls, minus the same subprocess making none (so start-up,
+  schema and warm-up cancel out). Without ``strace`` (or when ptrace is not
+  permitted) the fallback counts SQLite write transactions through
+  ``sqlite3``'s trace callback - one WAL ``fsync`` each under
+  ``synchronous=FULL`` - and the details say so;
+* ``redis_round_trips_per_call`` (target <= 1): client -> server bursts per
+  new call through a counting TCP proxy in front of the server (pipelined
+  commands sent together count once); the details add the server's own
+  command counts from ``INFO commandstats``.
 """
 
 from __future__ import annotations
 
-import io
+import json
 import os
+import selectors
 import shutil
-from pathlib import Path
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-import uuid
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
-from pydantic import BaseModel, Field
 
-from bailing_flask import Bailing, current_call, tool
-from bailing_flask.testing import idempotency_key, signed_headers
+from bailing_flask import Bailing
+from bailing_flask.testing import HubSimulator
 
-from ._harness import Result, compare, ratio_result
-from .bench_middleware import base_environ
+from . import _apps
+from ._harness import Result, compare, ratio_result, skipped_result
+from ._wsgi import FreshCalls, HubSigner, call_once
 
 GROUP = "idempotency"
-SECRET = "bench-secret-0123456789abcdefghijklmnopqrstuvwxyz"
-SUBJECT = "t1:u1"
-PATH = "/api/refunds"
-PLAIN_PATH = "/api/refunds/plain"
-ARGS = {"order_id": 4711, "amount": 12.5, "reason": "damaged"}
-BODY = b'{"order_id":4711,"amount":12.5,"reason":"damaged"}'
 REPLAY_HEADER = "Idempotent-Replayed"
+HERE = Path(__file__).resolve().parent
 
 
-class RefundBody(BaseModel):
-    order_id: int = Field(description="Order.", ge=1, le=10**9)
-    amount: float = Field(description="Amount.", gt=0, le=10**6)
-    reason: str = Field(description="Why.", max_length=200)
+def signers(app: Flask) -> tuple[HubSigner, HubSigner]:
+    """(de-duplicated tool, same tool without) request builders, in the hub's wire form."""
+    hub = HubSimulator(app, _apps.SECRET, client="bench")
+    out = []
+    for tool in (_apps.IDEM_TOOL, _apps.POST_TOOL):
+        template = hub.build_call(tool, _apps.POST_ARGS, subject=_apps.SUBJECT, job_id="template")
+        signer = HubSigner(_apps.SECRET, template, tool, _apps.POST_ARGS, _apps.SUBJECT)
+        if signer.headers("template", ts=template.headers["X-Bailing-Timestamp"]) != template.headers:
+            raise AssertionError("HubSigner does not reproduce HubSimulator.build_call's headers")
+        out.append(signer)
+    return out[0], out[1]
 
 
-def make_app(store_url: str) -> Flask:
-    app = Flask("bench_idempotency")
-    app.config.update(BAILING_SECRETS=[SECRET], BAILING_STORE=store_url)
-    bailing = Bailing(app)
-    bailing.authorizer(lambda call: call.subject is not None)
-
-    @app.post(PATH)
-    @tool(scope="refund.write", body=RefundBody)
-    def refund_create() -> Any:
-        """Create a refund (side effect: at most once per call)."""
-        return {"ok": True, "order_id": current_call.args["order_id"]}, 201
-
-    @app.post(PLAIN_PATH)
-    @tool(scope="refund.write", body=RefundBody, idempotency=False)
-    def refund_create_plain() -> Any:
-        """The same tool, not de-duplicated."""
-        return {"ok": True, "order_id": current_call.args["order_id"]}, 201
-
-    return app
+def check(app: Flask, signer: HubSigner, expect_replay: bool) -> None:
+    """One new call answers 200 fresh; the same request again is (or is not) replayed."""
+    env = signer.environ()
+    for attempt in (1, 2):
+        status, headers, payload = call_once(app, dict(env), signer.template.body)
+        replayed = headers.get(REPLAY_HEADER) == "true"
+        if not status.startswith("200"):
+            raise AssertionError(f"{signer.tool}: {status} {payload[:200]!r}")
+        if replayed != (attempt == 2 and expect_replay):
+            raise AssertionError(f"{signer.tool}: attempt {attempt} replayed={replayed}")
 
 
-class _Sink:
-    """``start_response`` that records status and headers."""
-
-    __slots__ = ("headers", "status")
-
-    def __init__(self) -> None:
-        self.status = ""
-        self.headers: list[tuple[str, str]] = []
-
-    def __call__(self, status: str, headers: list, exc_info: Any = None) -> Any:
-        self.status = status
-        self.headers = headers
-        return None
-
-
-def _signed_environ(path: str, job_id: str) -> dict[str, Any]:
-    """A new call as the hub sends it: its own job id, signature and idempotency key."""
-    env = base_environ("POST", path, body=BODY)
-    headers = signed_headers(
-        SECRET, "POST", path, BODY, subject=SUBJECT, job_id=job_id, client="bench",
-        tool_scope="refund.write",
-        idempotency_key=idempotency_key("refund_create", ARGS, job_id, SUBJECT),
-    )
-    for name, value in headers.items():
-        env["HTTP_" + name.upper().replace("-", "_")] = value
-    return env
-
-
-class FreshCalls:
-    """A case: one new signed call per invocation, built in ``prepare`` (untimed)."""
-
-    def __init__(self, wsgi: Any, path: str, io_bound: bool = False) -> None:
-        self.wsgi = wsgi
-        self.path = path
-        self.io_bound = io_bound
-        self.sink = _Sink()
-        self.pending: list[dict[str, Any]] = []
-        self.calls = 0
-
-    def prepare(self, loops: int) -> None:
-        self.pending = [_signed_environ(self.path, str(uuid.uuid4())) for _ in range(loops)]
-
-    def __call__(self) -> None:
-        env = self.pending.pop()
-        env["wsgi.input"] = io.BytesIO(BODY)
-        result = self.wsgi(env, self.sink)
-        try:
-            for _ in result:
-                pass
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        self.calls += 1
-
-    def check(self, expect_replay: bool) -> None:
-        """One new call answers 201 fresh; the same request again is (or is not) replayed."""
-        env = _signed_environ(self.path, str(uuid.uuid4()))
-        for attempt in (1, 2):
-            request = dict(env, **{"wsgi.input": io.BytesIO(BODY)})
-            result = self.wsgi(request, self.sink)
-            payload = b"".join(result)
-            getattr(result, "close", lambda: None)()
-            replayed = dict(self.sink.headers).get(REPLAY_HEADER) == "true"
-            if not self.sink.status.startswith("201"):
-                raise AssertionError(f"{self.path}: {self.sink.status} {payload[:200]!r}")
-            if replayed != (attempt == 2 and expect_replay):
-                raise AssertionError(
-                    f"{self.path}: attempt {attempt} replayed={replayed}, expected "
-                    f"{attempt == 2 and expect_replay}"
-                )
-
-
-# -- a real redis-server on a free loopback port: the test suite's helper ---------
-
-def _fs_type(path: str) -> str | None:
+def fs_type(path: str) -> str | None:
     """The file system type of ``path`` (Linux ``/proc/mounts``), for the details."""
     try:
         with open("/proc/mounts", encoding="utf-8") as fh:
@@ -177,111 +105,363 @@ def _fs_type(path: str) -> str | None:
     except OSError:
         return None
     path = os.path.realpath(path)
-    best = ("", None)
+    best: tuple[str, str | None] = ("", None)
     for mount, kind in mounts:
         if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best[0]):
             best = (mount, kind)
     return best[1]
 
 
-# -- the runs ---------------------------------------------------------------------------
-
-
-def _compare_store(
-    name: str, app: Flask, *, io_bound: bool, target: float | None, quick: bool,
-    rounds: int, block_ms: float, extra: dict[str, Any],
-) -> Result:
-    store = Bailing.state(app).idempotency.store()
-    label = name.replace("_tmpfs", " (tmpfs)")
-    off = FreshCalls(app.wsgi_app, PLAIN_PATH)
-    on = FreshCalls(app.wsgi_app, PATH, io_bound=io_bound)
-    off.check(expect_replay=False)
-    on.check(expect_replay=True)
+def _compare_store(name: str, app: Flask, *, io_bound: bool, target: float | None, rounds: int,
+                   block_ms: float, quick: bool, extra: dict[str, Any]) -> Result:
+    on_signer, off_signer = signers(app)
+    check(app, off_signer, expect_replay=False)
+    check(app, on_signer, expect_replay=True)
+    off = FreshCalls(app, off_signer)
+    on = FreshCalls(app, on_signer, io_bound=io_bound)
     per_round = compare({"off": off, name: on}, rounds=rounds, block_ms=block_ms,
-                        warmup_s=0.1 if quick else 0.3)
-    return ratio_result(
-        per_round,
-        group=GROUP,
-        name=f"{name}_vs_off",
-        numerator="off",
-        denominator=name,
-        metric=(f"req/s new side-effecting calls with the {label} store / req/s of the "
-                "same tool with idempotency=False" + ("" if target is not None else " (no target)")),
-        op=">=" if target is not None else "",
-        threshold=target if target is not None else 0.0,
+                        warmup_s=0.1 if quick else 0.3, measure="wall" if io_bound else "cpu")
+    label = name.replace("_tmpfs", " (tmpfs)")
+    result = ratio_result(
+        per_round, group=GROUP, name=f"{name}_vs_off", numerator="off", denominator=name,
+        op=">=" if target is not None else "", threshold=target or 0.0,
+        metric=(f"calls/s new side-effecting calls with the {label} store / the same tool with "
+                f"deduplicate=False ({per_round.clock} clock"
+                + ("" if target is not None else "; no target") + ")"),
         extra={
-            f"{name}_req_per_s_median": 1e9 / statistics.median(per_round[name]),
-            "off_req_per_s_median": 1e9 / statistics.median(per_round["off"]),
-            "store": repr(store),
-            "new_calls_timed_or_warmup": on.calls,
+            f"{name}_us_per_call": round(statistics.median(per_round[name]) / 1000, 1),
+            "off_us_per_call": round(statistics.median(per_round["off"]) / 1000, 1),
+            "store": repr(Bailing.state(app).idempotency.store()),
+            "new_calls_made": on.calls,
             **extra,
         },
     )
+    result.notes.append(
+        f"{GROUP}/{name}_vs_off: {statistics.median(per_round[name]) / 1000:.1f} µs with the store, "
+        f"{statistics.median(per_round['off']) / 1000:.1f} µs without ({per_round.clock} clock); "
+        f"on the {'CPU' if per_round.clock == 'wall' else 'wall'} clock the ratio is "
+        f"{result.details['ratio_on_' + ('cpu' if per_round.clock == 'wall' else 'wall') + '_clock_median']:.3f}")
+    return result
+
+
+# -- fsyncs per call (a subprocess under strace) ---------------------------------------------
+
+
+def fsync_child(db: str, calls: int, route: str, mode: str) -> dict[str, Any]:
+    """Make ``calls`` new calls to ``route`` ("idem" or "off") over a SQLite store at ``db``."""
+    counter = {"transactions": 0}
+    if mode == "trace":
+        import sqlite3
+
+        connect = sqlite3.connect
+        in_tx = [False]
+
+        def traced(sql: str) -> None:
+            head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+            if head == "BEGIN":
+                in_tx[0] = True
+            elif head in ("COMMIT", "END"):
+                in_tx[0] = False
+                counter["transactions"] += 1
+            elif head in ("INSERT", "UPDATE", "DELETE", "REPLACE") and not in_tx[0]:
+                counter["transactions"] += 1  # autocommit: its own transaction
+
+        def connect_traced(*args: Any, **kwargs: Any) -> Any:
+            conn = connect(*args, **kwargs)
+            conn.set_trace_callback(traced)
+            return conn
+
+        sqlite3.connect = connect_traced  # type: ignore[assignment]
+    app = _apps.tool_app(store="sqlite:///" + db)
+    on_signer, off_signer = signers(app)
+    signer = on_signer if route == "idem" else off_signer
+    for _ in range(3):  # warm-up: schema, WAL, first connection
+        call_once(app, signer.environ(), signer.template.body)
+    before = counter["transactions"]
+    envs = [signer.environ() for _ in range(calls)]
+    for env in envs:
+        status, _h, payload = call_once(app, env, signer.template.body)
+        if not status.startswith("200"):
+            raise AssertionError(f"{status} {payload[:200]!r}")
+    out: dict[str, Any] = {"transactions": counter["transactions"] - before}
+    store = Bailing.state(app).idempotency.store()
+    conn = getattr(getattr(store, "_local", None), "conn", None)
+    if conn is not None:
+        out["journal_mode"] = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        out["synchronous"] = conn.execute("PRAGMA synchronous").fetchone()[0]
+    return out
+
+
+def _strace_counts(path: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "sync_file_range", "msync"):
+                # % time, seconds, usecs/call, calls, [errors,] syscall
+                counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+def _run_fsync_child(db: str, calls: int, route: str, strace: str | None, workdir: str
+                     ) -> tuple[dict[str, Any], dict[str, int] | None]:
+    argv = [sys.executable, "-m", "benchmarks.bench_idempotency", "--fsync-child", db, str(calls),
+            route, "strace" if strace else "trace"]
+    out_file = os.path.join(workdir, f"strace-{route}-{calls}.txt")
+    if strace:
+        argv = [strace, "-f", "-qq", "-c", "-e", "trace=fsync,fdatasync,sync_file_range,msync",
+                "-o", out_file] + argv
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HERE.parent) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=HERE.parent, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fsync child failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    return facts, (_strace_counts(out_file) if strace else None)
+
+
+def _strace_works(strace: str) -> bool:
+    try:
+        proc = subprocess.run([strace, "-f", "-qq", "-c", "-e", "trace=fsync", "-o", os.devnull,
+                               sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def count_fsyncs(directory: str, calls: int, workdir: str) -> Result:
+    strace = None if os.environ.get("BENCH_NO_STRACE") else shutil.which("strace")
+    if strace is not None and not _strace_works(strace):
+        print(f"[{GROUP}] warning: strace cannot trace here (ptrace not permitted?); counting "
+              "SQLite write transactions instead", file=sys.stderr)
+        strace = None
+    per_route: dict[str, dict[str, Any]] = {}
+    for route in ("idem", "off"):
+        db = os.path.join(directory, f"fsync-{route}.sqlite3")
+        base_facts, base = _run_fsync_child(db + "-0", 0, route, strace, workdir)
+        facts, counted = _run_fsync_child(db, calls, route, strace, workdir)
+        entry: dict[str, Any] = {"sqlite": {k: v for k, v in facts.items() if k != "transactions"}}
+        if strace:
+            assert counted is not None and base is not None
+            names = sorted(set(counted) | set(base))
+            delta = {n: (counted.get(n, 0) - base.get(n, 0)) / calls for n in names}
+            entry["per_call"] = delta
+            entry["fsyncs_per_call"] = delta.get("fsync", 0.0) + delta.get("fdatasync", 0.0)
+        else:
+            entry["write_transactions_per_call"] = facts["transactions"] / calls
+            entry["fsyncs_per_call"] = entry["write_transactions_per_call"]
+        per_route[route] = entry
+    method = ("strace -f -c: (syscalls of N new calls) - (syscalls of 0 calls), / N" if strace else
+              "no strace: SQLite write transactions per call via sqlite3 set_trace_callback "
+              "(each one WAL fsync under synchronous=FULL; fewer under NORMAL)")
+    value = per_route["idem"]["fsyncs_per_call"]
+    return Result(
+        group=GROUP, name="sqlite_fsyncs_per_call", unit="/call",
+        metric=("fsync + fdatasync system calls per new side-effecting call, SQLite store "
+                f"({'strace' if strace else 'estimated from write transactions'})"),
+        ratio=value, spread=(value, value), op="<=", threshold=1.0, rounds=1,
+        details={"method": method, "calls": calls, "fs_type": fs_type(directory),
+                 "idem": per_route["idem"], "off_route": per_route["off"]},
+        notes=[f"{GROUP}/sqlite_fsyncs_per_call: {method}; de-duplicated tool "
+               f"{per_route['idem'].get('per_call', per_route['idem'].get('write_transactions_per_call'))}, "
+               f"same tool without idempotency {per_route['off']['fsyncs_per_call']:.2f}/call; SQLite "
+               f"{per_route['idem']['sqlite']}"],
+    )
+
+
+# -- Redis round trips per call (a counting proxy) ------------------------------------------------
+
+
+class CountingProxy:
+    """A loopback TCP proxy that counts client -> server bursts (request round trips).
+
+    A burst is client data arriving after the server last spoke (or first
+    on a connection): one command, or one pipeline sent together.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = int(self.listener.getsockname()[1])
+        self.bursts = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, name="bench-redis-proxy", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _serve(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ, None)
+        last: dict[int, str] = {}
+        while not self._stop:
+            for key, _ in sel.select(timeout=0.1):
+                if key.data is None:
+                    client, _addr = self.listener.accept()
+                    server = socket.create_connection(self.upstream)
+                    pair = id(client)
+                    last[pair] = "server"
+                    sel.register(client, selectors.EVENT_READ, (server, True, pair))
+                    sel.register(server, selectors.EVENT_READ, (client, False, pair))
+                    continue
+                sock = key.fileobj
+                peer, from_client, pair = key.data
+                try:
+                    data = sock.recv(65536)  # type: ignore[union-attr]
+                except OSError:
+                    data = b""
+                if not data:
+                    for s in (sock, peer):
+                        try:
+                            sel.unregister(s)
+                        except (KeyError, ValueError):
+                            pass
+                        s.close()  # type: ignore[union-attr]
+                    continue
+                if from_client and last[pair] != "client":
+                    self.bursts += 1
+                last[pair] = "client" if from_client else "server"
+                peer.sendall(data)
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=2)
+        self.listener.close()
+
+
+def _command_calls(client: Any) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name.replace("cmdstat_", ""): int(v["calls"]) for name, v in stats.items()}
+
+
+def count_round_trips(redis_url: str, redis_port: int, calls: int) -> Result:
+    import redis as redis_py
+
+    proxy = CountingProxy(redis_port)
+    app = _apps.tool_app(store=proxy.url)
+    stats_client = redis_py.Redis.from_url(redis_url)  # one connection: its handshake is not counted
+    try:
+        on_signer, _off = signers(app)
+        for _ in range(3):  # warm-up: connection, handshake, script loading
+            call_once(app, on_signer.environ(), on_signer.template.body)
+        envs = [on_signer.environ() for _ in range(calls)]
+        before_cmds = _command_calls(stats_client)
+        before = proxy.bursts
+        for env in envs:
+            status, _h, payload = call_once(app, env, on_signer.template.body)
+            if not status.startswith("200"):
+                raise AssertionError(f"{status} {payload[:200]!r}")
+        bursts = proxy.bursts - before
+        after_cmds = _command_calls(stats_client)
+    finally:
+        stats_client.close()
+        try:
+            Bailing.state(app).idempotency.store().close()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+        proxy.close()
+    delta = {k: (after_cmds.get(k, 0) - before_cmds.get(k, 0)) / calls
+             for k in set(after_cmds) | set(before_cmds)}
+    delta.pop("info", None)  # our own INFO calls
+    delta = {k: round(v, 3) for k, v in sorted(delta.items()) if v}
+    value = bursts / calls
+    return Result(
+        group=GROUP, name="redis_round_trips_per_call", unit="/call",
+        metric="request round trips to Redis per new side-effecting call (counting proxy)",
+        ratio=value, spread=(value, value), op="<=", threshold=1.0, rounds=1,
+        details={"calls": calls, "server_commands_per_call": delta,
+                 "method": "client->server bursts through a loopback proxy, after 3 warm-up calls"},
+        notes=[f"{GROUP}/redis_round_trips_per_call: {value:.2f} round trips per call; server "
+               f"commands per call (INFO commandstats, script-internal commands included): {delta}"],
+    )
+
+
+# -- the group ------------------------------------------------------------------------------------
+
+
+def _sqlite_dir() -> str:
+    base = os.environ.get("BENCH_SQLITE_DIR") or str(HERE)
+    return tempfile.mkdtemp(prefix=".tmp-idem-", dir=base)
 
 
 def run(quick: bool = False) -> list[Result]:
     results: list[Result] = []
     workdir = tempfile.mkdtemp(prefix="bailing-bench-idem-")
+    disk_dir = _sqlite_dir()
     shm_dir: str | None = None
     redis: Any = None
     apps: list[Flask] = []
     try:
-        # memory: a tight target (10 %), so more rounds and ~4 ms half-blocks
-        app = make_app("memory://")
+        app = _apps.tool_app(store="memory://")
         apps.append(app)
-        results.append(_compare_store("memory", app, io_bound=False, target=0.9, quick=quick,
-                                      rounds=15 if quick else 81, block_ms=8.0, extra={}))
+        results.append(_compare_store("memory", app, io_bound=False, target=0.92,
+                                      rounds=21 if quick else 81, block_ms=8.0, quick=quick, extra={}))
 
-        # SQLite in the temp directory (a real disk unless TMPDIR says otherwise)
-        db = os.path.join(workdir, "bench.sqlite3")
-        app = make_app("sqlite:///" + db)
+        db = os.path.join(disk_dir, "bench.sqlite3")
+        app = _apps.tool_app(store="sqlite:///" + db)
         apps.append(app)
         results.append(_compare_store(
-            "sqlite", app, io_bound=True, target=0.5, quick=quick,
-            rounds=7 if quick else 31, block_ms=40.0,
-            extra={"path": db, "fs_type": _fs_type(workdir)},
+            "sqlite", app, io_bound=True, target=None, rounds=7 if quick else 31, block_ms=40.0,
+            quick=quick, extra={"fs_type": fs_type(disk_dir), "where": "the repository's file system"},
         ))
+
+        if fs_type("/dev/shm") == "tmpfs":
+            shm_dir = tempfile.mkdtemp(prefix="bailing-bench-idem-", dir="/dev/shm")
+            app = _apps.tool_app(store="sqlite:///" + os.path.join(shm_dir, "bench.sqlite3"))
+            apps.append(app)
+            results.append(_compare_store(
+                "sqlite_tmpfs", app, io_bound=False, target=0.7, rounds=15 if quick else 61,
+                block_ms=16.0, quick=quick, extra={"fs_type": "tmpfs"},
+            ))
+        else:
+            results.append(skipped_result(GROUP, "sqlite_tmpfs_vs_off", "SQLite on tmpfs", ">=", 0.7,
+                                          "/dev/shm is not a tmpfs here"))
+
+        results.append(count_fsyncs(disk_dir, 40 if quick else 200, workdir))
 
         executable = shutil.which("redis-server")
         if executable is None:
-            print("[idempotency] warning: redis-server not found on PATH; redis_vs_off skipped "
-                  "(apt-get install redis-server)", file=sys.stderr, flush=True)
+            why = "redis-server not found on PATH (apt-get install redis-server)"
+            print(f"[{GROUP}] warning: {why}; Redis rows skipped", file=sys.stderr, flush=True)
+            results.append(skipped_result(GROUP, "redis_round_trips_per_call", "Redis round trips",
+                                          "<=", 1.0, why, unit="/call"))
         else:
             from tests._redis import _start_on_a_free_port
 
             redis = _start_on_a_free_port(executable, Path(workdir))
-            app = make_app(redis.url)
+            app = _apps.tool_app(store=redis.url)
             apps.append(app)
             results.append(_compare_store(
-                "redis", app, io_bound=True, target=0.5, quick=quick,
-                rounds=9 if quick else 41, block_ms=20.0, extra={"server": "127.0.0.1 loopback"},
+                "redis", app, io_bound=True, target=None, rounds=9 if quick else 41, block_ms=20.0,
+                quick=quick, extra={"server": "127.0.0.1 loopback, no persistence"},
             ))
-
-        if not quick and _fs_type("/dev/shm") == "tmpfs":
-            shm_dir = tempfile.mkdtemp(prefix="bailing-bench-idem-", dir="/dev/shm")
-            db = os.path.join(shm_dir, "bench.sqlite3")
-            app = make_app("sqlite:///" + db)
-            apps.append(app)
-            results.append(_compare_store(
-                "sqlite_tmpfs", app, io_bound=True, target=None, quick=quick,
-                rounds=31, block_ms=20.0, extra={"path": db, "fs_type": "tmpfs"},
-            ))
+            results.append(count_round_trips(redis.url, redis.port, 50 if quick else 200))
     finally:
         for app in apps:
             try:
                 Bailing.state(app).idempotency.store().close()
             except Exception as exc:  # noqa: BLE001 - best effort at the end of a benchmark
-                print(f"[idempotency] warning: closing a store failed: {exc!r}", file=sys.stderr)
+                print(f"[{GROUP}] warning: closing a store failed: {exc!r}", file=sys.stderr)
         if redis is not None:
             redis.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-        if shm_dir is not None:
-            shutil.rmtree(shm_dir, ignore_errors=True)
+        for directory in (workdir, disk_dir, shm_dir):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
     return results
 
 
-if __name__ == "__main__":  # pragma: no cover - convenience
-    t = time.perf_counter()
-    for r in run(quick="--quick" in sys.argv):
-        print(r)
-    print(f"{time.perf_counter() - t:.1f}s")
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--fsync-child":
+        print(json.dumps(fsync_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])))
+    else:  # pragma: no cover - convenience
+        t = time.perf_counter()
+        for r in run(quick="--quick" in sys.argv):
+            print(r.group, r.name, r.figure(), r.spread_text(), r.target, r.verdict)
+            for note in r.notes:
+                print("   ", note)
+        print(f"{time.perf_counter() - t:.1f}s")

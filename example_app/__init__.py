@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Flask
 
-from . import auth, db, settings, tools, views
+from . import activity, auth, db, settings, tools, views
 from .hub import bailing
 
 __all__ = ["create_app"]
@@ -24,7 +24,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Useful keys: ``BAILING_SECRETS`` (list), ``DATABASE`` (SQLite file),
     ``BAILING_STORE`` (idempotency store URL), ``SECRET_KEY``,
-    ``PUBLIC_BASE_URL`` (how the hub reaches this app).
+    ``PUBLIC_BASE_URL`` (how the hub reaches this app), ``BAILING_CLIENT_TOKENS``
+    and ``BAILING_HUB_URL`` (to receive approval requests and answer them).
     """
     app = Flask(__name__, instance_relative_config=True)
     app.config.update(config or {})
@@ -37,6 +38,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(views.bp)
     app.register_blueprint(tools.api)
     bailing.init_app(app)  # after the secrets are known: the middleware needs them
+    activity.init_app(app)  # the staff's page of what the agents did, fed by the audit signals
 
     settings.announce(app, generated=generated)
     return app

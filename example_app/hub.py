@@ -15,13 +15,18 @@ The services filter by tenant again, so a mistake here cannot leak rows.
 
 from __future__ import annotations
 
+import logging
+
 from bailing_flask import Bailing, ToolCall
+from bailing_flask.payloads import ApprovalRequest
 
 from . import services
 from .auth import User, load_user
 from .db import get_db
 
 __all__ = ["bailing", "parse_subject"]
+
+logger = logging.getLogger(__name__)
 
 bailing = Bailing()
 
@@ -59,3 +64,14 @@ def authorize(call: ToolCall) -> bool:
             if services.owner_tenant(conn, argument, call.args[argument]) != user.tenant_id:
                 return False  # another tenant's row, or none at all: indistinguishable on purpose
     return True
+
+
+@bailing.approval_request
+def approval_received(request: ApprovalRequest) -> None:
+    """The hub asks this shop to approve a call (route approval lane: the business).
+
+    bailing_flask has already recorded the request; staff decide on the
+    activity page (``/activity``), which sends the decision to the hub.
+    """
+    logger.info("approval %d requested: %s for %s (%s)", request.approval_id, request.tool,
+                request.subject, request.reason)

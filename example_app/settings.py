@@ -32,7 +32,8 @@ def _hub_secrets(app: Flask) -> tuple[list[str], bool]:
 
 
 def apply(app: Flask) -> bool:
-    """Fill in ``BAILING_SECRETS``, ``SECRET_KEY``, ``DATABASE``, ``PUBLIC_BASE_URL`` and the catalog title.
+    """Fill in ``BAILING_SECRETS``, ``SECRET_KEY``, ``DATABASE``, ``PUBLIC_BASE_URL``, the catalog
+    title, and ``BAILING_CLIENT_TOKENS``/``BAILING_HUB_URL`` from the environment when set.
 
     Returns ``True`` when the hub secret was generated for this run.
     """
@@ -46,6 +47,13 @@ def apply(app: Flask) -> bool:
     if not app.config.get("PUBLIC_BASE_URL"):
         app.config["PUBLIC_BASE_URL"] = os.environ.get("PUBLIC_BASE_URL") or DEFAULT_BASE_URL
     app.config.setdefault("BAILING_CATALOG_TITLE", "Shop back office (bailing_flask example)")
+    # the client token the hub issued, and its URL: to verify approval requests and answer them
+    token = os.environ.get("BAILING_CLIENT_TOKEN", "").strip()
+    if token and not app.config.get("BAILING_CLIENT_TOKENS"):
+        app.config["BAILING_CLIENT_TOKENS"] = [token]
+    hub_url = os.environ.get("BAILING_HUB_URL", "").strip()
+    if hub_url and not app.config.get("BAILING_HUB_URL"):
+        app.config["BAILING_HUB_URL"] = hub_url
     return generated
 
 
@@ -61,7 +69,13 @@ def registration_banner(app: Flask, *, show_secret: bool) -> str:
         "  spec access policy: signed_required",
         f"  secret:             {secret}",
         "  subject:            structured tenant:user, e.g. t1:u1 (see example_app/seed.py)",
+        "and in the route's tools.approval (type business_webhook):",
+        f"  url:                {base_url}"
+        + str(app.config.get("BAILING_APPROVAL_PATH") or "/.well-known/bailing/callbacks/approval"),
     ]
+    if not app.config.get("BAILING_CLIENT_TOKENS") or not app.config.get("BAILING_HUB_URL"):
+        lines.append("Set BAILING_CLIENT_TOKEN and BAILING_HUB_URL so staff can approve refund "
+                     "payouts on /activity; until then refund_execute is refused.")
     if show_secret:
         lines.append("This secret was generated for this run only; export BAILING_SECRET=... to keep it.")
     return "\n".join(lines)

@@ -199,14 +199,16 @@ def refund_request_create() -> Any:
 
 @api.post("/refunds/<int:request_id>/execute")
 @tool(
-    name="refund_execute", scope="refund.execute", risk="high",
+    name="refund_execute", scope="refund.execute", risk="high", business_approval=True,
     params=[Param("request_id", location="path", description="The refund_request_id to pay out.")],
     returns="status executed once the money is sent back to the customer.",
 )
 def refund_execute(request_id: int) -> Any:
     """Pay out a submitted refund request.
 
-    ``risk="high"``: the hub asks a human before every call.
+    ``risk="high"``: the hub asks for an approval before every call, and
+    ``business_approval=True``: this shop's staff give it (on the activity
+    page), and the call runs only with exactly the approved arguments.
     """
     user = _user()
     try:
@@ -223,6 +225,7 @@ def refund_execute(request_id: int) -> Any:
 @api.put("/customers/<int:customer_id>/phone")
 @tool(
     name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True, idempotent=True,
+    deduplicate=True,
     params=[Param("customer_id", location="path", description="The customer's numeric id.")],
 )
 def customer_update_phone(customer_id: int) -> Any:
@@ -230,7 +233,9 @@ def customer_update_phone(customer_id: int) -> Any:
 
     ``sensitive=True`` keeps the number out of the hub's audit and ours;
     ``idempotent=True`` because setting the same number twice is harmless,
-    so the hub may retry it and no idempotency record is needed.
+    so the hub may retry it (and sends no idempotency key);
+    ``deduplicate=True`` because an identical signed call (a retry, a
+    replay) is still answered once, from the idempotency record.
     """
     phone = cast(PhoneBody, current_call.body).phone
     try:

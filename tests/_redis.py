@@ -10,7 +10,8 @@ redis_server_factory``) or list this module in ``pytest_plugins``.
   ``pause()`` and ``resume()``; all of them are stopped after the test.
 
 Servers listen on a free loopback port, keep nothing on disk (``--save ""
---appendonly no``) and work in a temporary directory. There is no skip when
+--appendonly no``, unless ``start("--appendonly", "yes")`` asks otherwise)
+and work in a temporary directory, which a restart keeps. There is no skip when
 ``redis-server`` is missing: the Redis store would otherwise ship untested,
 so the tests fail and say what to install.
 """
@@ -62,10 +63,13 @@ def _answers_ping(port: int) -> bool:
 class RedisServer:
     """One ``redis-server`` process on a fixed loopback port."""
 
-    def __init__(self, executable: str, directory: Path, port: int | None = None) -> None:
+    def __init__(self, executable: str, directory: Path, port: int | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.executable = executable
         self.directory = directory
         self.port = port or _free_port()
+        #: extra command-line options (they override the defaults above)
+        self.args = tuple(args)
         self.log = directory / "redis.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -92,6 +96,7 @@ class RedisServer:
                     "--appendonly", "no",
                     "--dir", str(self.directory),
                     "--daemonize", "no",
+                    *self.args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -137,10 +142,11 @@ class RedisServer:
         os.kill(self._process.pid, signal.SIGCONT)
 
 
-def _start_on_a_free_port(executable: str, directory: Path) -> RedisServer:
+def _start_on_a_free_port(executable: str, directory: Path,
+                          args: tuple[str, ...] = ()) -> RedisServer:
     """Start a server, trying another port if the chosen one was taken meanwhile."""
     for attempt in range(3):
-        server = RedisServer(executable, directory)
+        server = RedisServer(executable, directory, args=args)
         try:
             return server.start()
         except RuntimeError:
@@ -162,13 +168,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture
-def redis_server_factory(tmp_path: Path) -> Iterator[Callable[[], RedisServer]]:
-    """Start dedicated servers that the test may stop, restart or pause."""
+def redis_server_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Start dedicated servers that the test may stop, restart or pause.
+
+    ``start(*args)`` passes extra options to ``redis-server``, e.g.
+    ``start("--appendonly", "yes")`` for a server that persists.
+    """
     executable = _redis_server_executable()
     servers: list[RedisServer] = []
 
-    def start() -> RedisServer:
-        server = _start_on_a_free_port(executable, tmp_path / f"redis-{len(servers)}")
+    def start(*args: str) -> RedisServer:
+        server = _start_on_a_free_port(executable, tmp_path / f"redis-{len(servers)}", args)
         servers.append(server)
         return server
 

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 import pytest
 from werkzeug.serving import make_server
 
-# real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``
-pytest_plugins = ["tests._redis", "pytester"]
+from hypothesis import settings as _hypothesis_settings
+
+# No per-example deadline: a deadline is a timing assertion, and fails on a busy machine.
+_hypothesis_settings.register_profile("bailing", deadline=None)
+_hypothesis_settings.load_profile("bailing")
+
+# real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``;
+# PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
+pytest_plugins = ["tests._redis", "tests._servers", "pytester"]
 
 #: The secret of the hub's frozen test vectors (CONTRACT.md §2.5).
 HUB_SECRET = "bailing-test-secret"

@@ -5,6 +5,8 @@ subprocesses build the same app:
 
 ``BAILING_TEST_SECRET``, ``BAILING_STORE``, ``IDEM_DATABASE`` (the business
 table), ``IDEM_LEASE`` (seconds), ``IDEM_DELAY`` (seconds the view sleeps).
+``create_app(IDEM_CATCH_ALL=True)`` adds an ``errorhandler(Exception)`` that
+answers 200, as some apps do.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import signal
 import sqlite3
 import time
 
-from flask import Flask, jsonify
+from flask import Flask, abort, jsonify
 from pydantic import BaseModel, Field
 
 from bailing_flask import Bailing, current_call, tool
@@ -25,6 +27,8 @@ class RefundBody(BaseModel):
     amount: float = Field(description="Amount.", gt=0, le=10**6)
     die: bool = Field(False, description="Kill the worker after the side effect (tests).")
     fail: int = Field(0, description="Answer with this status instead (tests).", ge=0, le=599)
+    crash: bool = Field(False, description="Raise after the side effect (tests).")
+    refuse: int = Field(0, description="abort() with this status first (tests).", ge=0, le=599)
 
 
 def _db(path: str) -> sqlite3.Connection:
@@ -53,17 +57,29 @@ def create_app(**config: object) -> Flask:
     bailing = Bailing(app)
     bailing.authorizer(lambda call: call.subject is not None)
 
+    if app.config.get("IDEM_CATCH_ALL"):
+        @app.errorhandler(Exception)
+        def everything_is_fine(error):  # the pattern that hid failures from the hub
+            return jsonify(ok=True, note="handled"), 200
+
+    def insert(body):
+        with _db(app.config["IDEM_DATABASE"]) as conn:
+            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
+                                  (body["order_id"], body["amount"], current_call.job_id))
+            return cursor.lastrowid
+
     @app.post("/api/refunds")
     @tool(scope="refund.write", body=RefundBody)
     def refund_create():
         """Create a refund (the side effect is one row)."""
         body = current_call.args
+        if body.get("refuse"):
+            abort(body["refuse"])
         if body.get("fail"):
             return jsonify(ok=False), body["fail"]
-        with _db(app.config["IDEM_DATABASE"]) as conn:
-            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
-                                  (body["order_id"], body["amount"], current_call.job_id))
-            refund_id = cursor.lastrowid
+        refund_id = insert(body)
+        if body.get("crash"):
+            raise RuntimeError("the payment gateway timed out")
         if body.get("die"):
             os.kill(os.getpid(), signal.SIGKILL)
         if app.config["IDEM_DELAY"]:
@@ -79,6 +95,17 @@ def create_app(**config: object) -> Flask:
             cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
                                   (body["order_id"], body["amount"], current_call.job_id))
         return jsonify(ok=True, refund_id=cursor.lastrowid), 201
+
+    @app.post("/api/refunds/atomic")
+    @tool(scope="refund.write", body=RefundBody, failure_is_atomic=True)
+    def refund_atomic():
+        """A view whose failures leave nothing behind: a failed call may run again."""
+        body = current_call.args
+        if body.get("fail"):
+            return jsonify(ok=False), body["fail"]
+        if body.get("crash"):
+            raise RuntimeError("refused before anything was written")
+        return jsonify(ok=True, refund_id=insert(body)), 201
 
     @app.get("/api/refunds/count")
     @tool(scope="refund.read")

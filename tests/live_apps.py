@@ -24,8 +24,14 @@ def _echo(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 
 
 def middleware_app() -> BailingMiddleware:
-    """The bare echo app behind the middleware, secret from the environment."""
-    return BailingMiddleware(_echo, os.environ["BAILING_TEST_SECRET"])
+    """The bare echo app behind the middleware, secret from the environment.
+
+    ``BAILING_TEST_MAX_BODY`` sets the largest accepted body (default 10 MiB).
+    """
+    options: dict[str, Any] = {}
+    if os.environ.get("BAILING_TEST_MAX_BODY"):
+        options["max_body_size"] = int(os.environ["BAILING_TEST_MAX_BODY"])
+    return BailingMiddleware(_echo, os.environ["BAILING_TEST_SECRET"], **options)
 
 
 def callback_app() -> Any:

@@ -110,6 +110,19 @@ def test_call_with_unknown_tool_or_bad_json():
     assert bad.exit_code != 0 and "not JSON" in bad.output
 
 
+def test_call_with_a_missing_path_argument_names_it_instead_of_sending_the_placeholder(
+        live_server):
+    app, _ = create_authz_app()
+    runner = app.test_cli_runner()
+    for args in ("{}", '{"order_id": null}'):
+        result = runner.invoke(args=["bailing", "call", "order_get", args, "--subject", "t1:u1"])
+        assert result.exit_code != 0
+        assert "needs the path argument(s) order_id" in result.output
+        assert "> GET" not in result.output and "<html" not in result.output.lower()
+    live = runner.invoke(args=["bailing", "call", "order_get", "{}", "--url", live_server(app)])
+    assert live.exit_code != 0 and "order_id" in live.output and "> GET" not in live.output
+
+
 def test_doctor_passes_a_healthy_deployment_and_fails_a_wrong_secret(live_server):
     app, _ = create_authz_app()
     base = live_server(app)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
 from flask import Flask
 
+from bailing_flask.fake_hub import FakeHub, serve
 from bailing_flask.testing import HubResponse, HubSimulator
 from example_app import create_app
 
@@ -29,6 +31,9 @@ T1_ORDERS = set(range(1001, 1009))
 T2_ORDERS = set(range(2001, 2005))
 
 
+CLIENT_TOKEN = "client-token-example-shop-0123456789abcdef"
+
+
 def _config(database: Path, **extra: object) -> dict[str, object]:
     return {
         "TESTING": True,
@@ -36,6 +41,8 @@ def _config(database: Path, **extra: object) -> dict[str, object]:
         "BAILING_SECRETS": [SECRET],
         "BAILING_STORE": "memory://",
         "SECRET_KEY": "test-session-key",
+        "BAILING_CLIENT_TOKENS": [CLIENT_TOKEN],
+        "BAILING_HUB_URL": "http://127.0.0.1:9",  # a fake hub replaces it where decisions are sent
         **extra,
     }
 
@@ -63,6 +70,34 @@ def app(database: Path) -> Flask:
 @pytest.fixture
 def hub(app: Flask) -> HubSimulator:
     return HubSimulator(app, SECRET)
+
+
+@pytest.fixture
+def fake_hub(app: Flask, hub: HubSimulator) -> Iterator[FakeHub]:
+    """The hub's decision endpoint on a loopback port; the simulator registers approvals there."""
+    with serve() as (fake, url):
+        app.config["BAILING_HUB_URL"] = url
+        hub.fake_hub = fake
+        yield fake
+
+
+def staff(app: Flask, user: str = "u1", password: str = "alice-demo", tenant: str = "t1") -> Any:
+    client = app.test_client()
+    client.post("/login", data={"tenant": tenant, "username": user, "password": password})
+    return client
+
+
+def approve_on_the_activity_page(app: Flask, hub: HubSimulator, args: dict[str, Any], *,
+                                 subject: str = "t1:u1", job_id: str) -> int:
+    """The hub asks the shop; Alice approves on /activity; the decision goes to the hub."""
+    sent = hub.send_approval_request("refund_execute", args, subject=subject, job_id=job_id)
+    assert sent.status == 200, sent.text
+    approval_id = int(sent.request.json()["approval_id"])  # type: ignore[union-attr]
+    client = staff(app)
+    assert f"<td>{approval_id}</td>" in client.get("/activity/").get_data(as_text=True)
+    decided = client.post(f"/activity/approvals/{approval_id}", data={"decision": "approved"})
+    assert decided.status_code == 302
+    return approval_id
 
 
 def order_ids(response: HubResponse) -> list[int]:
@@ -224,7 +259,9 @@ def test_amount_with_more_than_two_decimals_is_invalid(hub: HubSimulator) -> Non
     assert response.json()["parameters"] == ["amount"]
 
 
-def test_refund_execute_pays_out_a_submitted_request_once(hub: HubSimulator) -> None:
+def test_refund_execute_pays_out_a_submitted_request_once(
+    app: Flask, hub: HubSimulator, fake_hub: FakeHub,
+) -> None:
     created = hub.call(
         "refund_request_create", {"order_id": 1005, "amount": 89, "reason": "Wrong layout"}, subject="t1:u1"
     ).json()
@@ -232,25 +269,74 @@ def test_refund_execute_pays_out_a_submitted_request_once(hub: HubSimulator) -> 
 
     assert hub.call("refund_execute", {"request_id": request_id}, subject="t1:u2").status == 403
     assert hub.call("refund_execute", {"request_id": request_id}, subject="t2:u9").status == 403
+    unapproved = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1")
+    assert (unapproved.status, unapproved.json()["reason"]) == (403, "business_approval_required")
 
-    executed = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1")
+    approval_id = approve_on_the_activity_page(app, hub, {"request_id": request_id}, job_id="job-pay-1")
+    assert fake_hub.decisions[0]["approver"] == "t1:u1"
+    executed = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1", job_id="job-pay-1")
     assert executed.status == 200, executed.text
     assert executed.json()["status"] == "executed"
     order = hub.call("order_get", {"order_id": 1005}, subject="t1:u1").json()
     assert order["status"] == "refunded"  # paid back in full
 
-    again = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1")  # a new job
+    approve_on_the_activity_page(app, hub, {"request_id": request_id}, job_id="job-pay-2")
+    again = hub.call("refund_execute", {"request_id": request_id}, subject="t1:u1", job_id="job-pay-2")
     assert again.status == 409
     assert again.json()["reason"] == "request_executed"
+    page = staff(app).get("/activity/").get_data(as_text=True)
+    assert f"approval {approval_id}" in page and "business_approval_required" in page
 
 
-def test_refund_execute_waits_for_approval(hub: HubSimulator) -> None:
+def test_refund_execute_waits_for_approval(app: Flask, hub: HubSimulator, fake_hub: FakeHub) -> None:
     created = hub.call(
         "refund_request_create", {"order_id": 1007, "amount": 899, "reason": "Defective"}, subject="t1:u1"
     ).json()
-    response = hub.call("refund_execute", {"request_id": created["refund_request_id"]}, subject="t1:u1")
+    args = {"request_id": created["refund_request_id"]}
+    approve_on_the_activity_page(app, hub, args, job_id="job-wait-1")
+    response = hub.call("refund_execute", args, subject="t1:u1", job_id="job-wait-1")
     assert response.status == 409
     assert response.json()["reason"] == "approval_pending"
+
+
+# -- the activity page -----------------------------------------------------------------------------------
+
+
+def test_the_activity_page_shows_who_did_what_and_the_refusals(app: Flask, hub: HubSimulator) -> None:
+    hub.call("order_get", {"order_id": 1001}, subject="t1:u1", job_id="job-a1")
+    hub.call("order_get", {"order_id": 2001}, subject="t1:u1", job_id="job-a2")  # another tenant's
+    hub.call("refund_request_create", {"order_id": 1001, "amount": 5, "reason": "Scratched"},
+             subject="t1:u2", job_id="job-a3")  # read-only user
+    hub.call("order_get", {"order_id": 2001}, subject="t2:u9", job_id="job-b1")
+    forged = hub.build_call("order_get", {"order_id": 1001}, subject="t1:u1", job_id="job-forged")
+    hub.replay(forged, on_behalf_of="t1:u2")
+    page = staff(app).get("/activity/").get_data(as_text=True)
+    assert "Alice Chen (support lead)" in page and "Bob Wang (trainee, read only)" in page
+    assert "job-a1" in page and "job-a3" in page and "forbidden" in page
+    assert "job-b1" not in page and "Carla" not in page  # t2's calls are not t1's business
+    assert "bad_signature" in page and "not verified" in page
+    other = staff(app, "u9", "carla-demo", "t2").get("/activity/").get_data(as_text=True)
+    assert "job-b1" in other and "job-a1" not in other
+
+
+def test_only_the_companys_staff_with_the_tools_permission_decide(
+    app: Flask, hub: HubSimulator, fake_hub: FakeHub,
+) -> None:
+    sent = hub.send_approval_request("refund_execute", {"request_id": 1}, subject="t1:u1",
+                                     job_id="job-d1")
+    approval_id = sent.request.json()["approval_id"]  # type: ignore[union-attr]
+    trainee = staff(app, "u2", "bob-demo")
+    assert "needs refund.execute" in trainee.get("/activity/").get_data(as_text=True)
+    assert trainee.post(f"/activity/approvals/{approval_id}", data={"decision": "approved"}).status_code == 403
+    outsider = staff(app, "u9", "carla-demo", "t2")
+    assert f"<td>{approval_id}</td>" not in outsider.get("/activity/").get_data(as_text=True)
+    assert outsider.post(f"/activity/approvals/{approval_id}", data={"decision": "approved"}).status_code == 404
+    assert app.test_client().post(f"/activity/approvals/{approval_id}").status_code == 302  # login
+    assert fake_hub.decisions == []
+    denied = staff(app).post(f"/activity/approvals/{approval_id}", data={"decision": "denied"},
+                             follow_redirects=True)
+    assert f"Approval {approval_id} denied." in denied.get_data(as_text=True)
+    assert [d["decision"] for d in fake_hub.decisions] == ["denied"]
 
 
 # -- customers -----------------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ def test_a_different_body_subject_or_job_is_a_different_call(app, hub, change):
     assert rows(app) == 2
 
 
-def test_4xx_outcomes_are_stored_5xx_outcomes_are_released(app, hub):
+def test_4xx_outcomes_are_stored_5xx_outcomes_are_uncertain(app, hub):
     refused = hub.build_call("refund_create", {**ARGS, "fail": 409}, subject="t1:u1")
     assert hub.replay(refused).status == 409
     again = hub.replay(refused)
@@ -113,7 +113,65 @@ def test_4xx_outcomes_are_stored_5xx_outcomes_are_released(app, hub):
     broken = hub.build_call("refund_create", {**ARGS, "fail": 503}, subject="t1:u1")
     assert hub.replay(broken).status == 503
     retried = hub.replay(broken)
-    assert retried.status == 503 and REPLAY_HEADER not in retried.headers
+    assert retried.status == 409 and retried.json()["reason"] == "idempotency_uncertain"
+    entry = Bailing.state(app).idempotency.store().get(identity(broken, "t1:u1"))
+    assert entry is not None and entry.note == "the view answered HTTP 503"
+
+
+def test_abort_with_a_4xx_is_recorded_like_a_returned_4xx(app, hub):
+    request = hub.build_call("refund_create", {**ARGS, "refuse": 404}, subject="t1:u1")
+    first = hub.replay(request)
+    second = hub.replay(request)
+    assert first.status == second.status == 404
+    assert second.headers.get(REPLAY_HEADER) == "true"
+    assert second.body == first.body
+    assert rows(app) == 0
+
+
+def test_a_side_effect_that_raised_never_runs_again_by_itself(app, hub, caplog):
+    request = hub.build_call("refund_create", {**ARGS, "crash": True}, subject="t1:u1")
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        assert hub.replay(request).status == 500
+    assert rows(app) == 1  # the row was written before the view raised
+    replays = [hub.replay(request) for _ in range(3)]
+    assert [r.status for r in replays] == [409, 409, 409]
+    assert {r.json()["reason"] for r in replays} == {"idempotency_uncertain"}
+    assert rows(app) == 1
+    entry = Bailing.state(app).idempotency.store().get(identity(request, "t1:u1"))
+    assert entry is not None and entry.note == "the view raised RuntimeError"
+    (logged,) = [r.getMessage() for r in caplog.records if "recorded as uncertain" in r.getMessage()]
+    assert "RuntimeError" in logged and "payment gateway" not in logged  # the type, never the text
+
+
+def test_the_apps_catch_all_error_handler_does_not_hide_the_failure(store_url, tmp_path):
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store_url,
+                     IDEM_DATABASE=str(tmp_path / "business.sqlite3"), IDEM_CATCH_ALL=True)
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", {**ARGS, "crash": True}, subject="t1:u1")
+    first = hub.replay(request)
+    assert first.status == 200 and first.json() == {"ok": True, "note": "handled"}
+    replays = [hub.replay(request) for _ in range(3)]
+    assert [r.status for r in replays] == [409, 409, 409]
+    assert side_effects(app.config["IDEM_DATABASE"]) == 1
+    # an operator decides: repeats then get that answer, still without running the view
+    key = identity(request, "t1:u1")
+    result = app.test_cli_runner().invoke(args=[
+        "bailing", "idempotency", "resolve", key, "--status", "201",
+        "--body", '{"ok":true,"refund_id":1}', "--note", "row 1 is in the ledger"])
+    assert result.exit_code == 0, result.output
+    settled = hub.replay(request)
+    assert settled.status == 201 and settled.json() == {"ok": True, "refund_id": 1}
+    assert side_effects(app.config["IDEM_DATABASE"]) == 1
+
+
+@pytest.mark.parametrize("failure", [{"fail": 503}, {"crash": True}])
+def test_failure_is_atomic_lets_a_failed_call_run_again(app, hub, failure):
+    broken = hub.build_call("refund_atomic", {**ARGS, **failure}, subject="t1:u1")
+    assert hub.replay(broken).status >= 500
+    again = hub.replay(broken)
+    assert again.status >= 500 and REPLAY_HEADER not in again.headers  # it ran again
+    assert Bailing.state(app).idempotency.store().get(identity(broken, "t1:u1")) is None
+    assert rows(app) == 0
 
 
 def test_read_only_tools_are_not_recorded(app, hub):

@@ -420,6 +420,25 @@ OURS_CASES: list[Any] = [
     ),
     pytest.param("non_scalar_param", "warning", {"parameters": [param("ids", type="array")]}),
     pytest.param(
+        "array_query_item_comma",
+        "warning",
+        {"parameters": [param("tags", type="array", items={"type": "string"})]},
+    ),
+    pytest.param(
+        "non_scalar_param",
+        "warning",
+        {"parameters": [param("tags", type="array", items={"type": "array"})]},
+        id="non_scalar_param-nested-query-array",
+    ),
+    pytest.param(
+        "non_scalar_param",
+        "warning",
+        {"@path": "/items/{ids}",
+         "parameters": [param("ids", "path", type="array", items={"type": "integer",
+                                                                   "maximum": 9})]},
+        id="non_scalar_param-path-array",
+    ),
+    pytest.param(
         "unsafe_integer_param",
         "warning",
         {f"{BODY}.properties.order_id": {"type": "integer", "description": "id"}},
@@ -482,6 +501,29 @@ def test_bailing_hazard_fires(code: str, severity: str, changes: dict[str, objec
     finding = one(build(changes), code)
     assert (finding.severity, finding.source) == (severity, "bailing")
     assert finding.message
+
+
+@pytest.mark.parametrize("items", [
+    {"type": "integer", "maximum": 9},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "string", "enum": ["paid", "open"]},
+    {"type": "string", "format": "uuid"},
+])
+def test_query_arrays_whose_items_cannot_hold_a_comma_are_fine(items: dict[str, object]) -> None:
+    assert codes(build({"parameters": [param("tags", type="array", items=items)]})) == []
+
+
+def test_query_array_findings_say_what_is_sent_and_what_arrives() -> None:
+    comma = one(build({"parameters": [param("tags", type="array", items={"type": "string"})]}),
+                "array_query_item_comma")
+    assert "tags=a%2Cb%2Cc" in comma.message and "'a,b,c'" in comma.message
+    nested = one(build({"parameters": [param("tags", type="array",
+                                             items={"type": "array"})]}), "non_scalar_param")
+    assert "flattened" in nested.message and "[object Object]" in nested.message
+    enum_with_comma = build({"parameters": [param("tags", type="array",
+                                                  items={"type": "string", "enum": ["a,b"]})]})
+    assert codes(enum_with_comma) == ["array_query_item_comma"]
 
 
 def test_crashes_do_not_stop_the_lint() -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from bailing_flask.errors import BailingError, ConfigurationError
 from bailing_flask.stores import (
+    ApprovalRecord,
     Entry,
     EntryMeta,
     IdempotencyStore,
@@ -298,6 +299,42 @@ def test_release_deletes_only_the_owners_in_progress_entry(store: IdempotencySto
     assert store.get("k1").state == "completed"  # type: ignore[union-attr]
 
 
+def test_mark_uncertain_makes_the_owners_entry_uncertain_at_once(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    first = reserve(store, "k1", "token-a").entry
+    assert not store.mark_uncertain("k1", token="token-b", note="not the owner")
+    assert reserve(store, "k1", "token-b").outcome == "in_progress"
+    assert store.mark_uncertain("k1", token="token-a", note="the view raised KeyError")
+    assert store.mark_uncertain("k1", token="token-a", note="the view raised KeyError")
+    seen = reserve(store, "k1", "token-c")
+    assert seen.outcome == "uncertain"
+    assert seen.entry.note == "the view raised KeyError"
+    assert seen.entry.token == "token-a"
+    assert seen.entry.expires_at == first.expires_at  # kept for operators as long as before
+    assert [entry.key for entry in store.list(state="uncertain")] == ["k1"]
+    # still the owner's: an operator's resolve or an opt-in take-over settles it
+    assert store.take_over("k1", old_token="token-a", new_token="token-d", lease_seconds=5)
+    assert reserve(store, "k1", "token-e").outcome == "in_progress"
+
+
+def test_mark_uncertain_leaves_completed_released_and_dead_entries_alone(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    assert not store.mark_uncertain("k0", token="token-a", note="never reserved")
+    reserve(store, "k1", "token-a")
+    complete(store, "k1", "token-a")
+    assert not store.mark_uncertain("k1", token="token-a", note="too late")
+    assert reserve(store, "k1", "token-b").outcome == "completed"
+    reserve(store, "k2", "token-a")
+    store.release("k2", token="token-a")
+    assert not store.mark_uncertain("k2", token="token-a", note="released")
+    reserve(store, "k3", "token-a", lease=10, retention=20)
+    clock.advance(20)
+    assert not store.mark_uncertain("k3", token="token-a", note="expired")
+    assert store.get("k3") is None
+
+
 # --- retention -----------------------------------------------------------------------
 
 
@@ -435,6 +472,124 @@ def test_remember_signature_accepts_each_signature_once_per_ttl(
     clock.advance(0.5)
     assert store.remember_signature(signature, ttl_seconds=300)
     assert not store.remember_signature(signature, ttl_seconds=300)
+
+
+# --- business approvals ------------------------------------------------------------------
+
+APPROVAL_HASH = "17b4db064e17f4878e391177e6ca623b798911f34014bc9e78920993d7dd27ad"
+
+
+def approval(approval_id: int = 123, job_id: str = "job-test-001", tool: str = "refund_execute",
+             **fields: Any) -> ApprovalRecord:
+    values: dict[str, Any] = {
+        "subject": "t1:u1", "args": {"request_id": 7, "note": "退款 ✓"},
+        "details": {"route": "门店运营", "policy": "risk_high"}, **fields,
+    }
+    return ApprovalRecord(approval_id=approval_id, job_id=job_id, request_id="req-1", tool=tool,
+                          args_hash=APPROVAL_HASH, **values)
+
+
+def test_a_received_approval_is_kept_pending_once(store: IdempotencyStore, clock: Clock) -> None:
+    stored = store.add_approval(approval(), retention_seconds=RETENTION)
+    assert (stored.status, stored.received_at, stored.expires_at) == ("pending", T0, T0 + RETENTION)
+    assert stored.args == {"request_id": 7, "note": "退款 ✓"} and not stored.args_truncated
+    assert stored.details == {"route": "门店运营", "policy": "risk_high"}
+    assert store.get_approval(123) == stored
+    clock.advance(5)
+    # a retried delivery (same body, or even a different one) keeps the first record
+    again = store.add_approval(approval(args="{\"x\":1"), retention_seconds=RETENTION)
+    assert again == stored
+
+
+def test_the_first_decision_is_final(store: IdempotencyStore, clock: Clock) -> None:
+    assert store.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                                 retention_seconds=RETENTION) is None  # never received
+    store.add_approval(approval(), retention_seconds=RETENTION)
+    clock.advance(10)
+    decided = store.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                                    retention_seconds=RETENTION)
+    assert decided is not None
+    assert (decided.status, decided.decision_id, decided.approver) == ("approved", "biz-1", "u1")
+    assert decided.decided_at == T0 + 10 and decided.expires_at == T0 + 10 + RETENTION
+    again = store.record_decision(123, status="denied", decision_id="biz-2", approver="u2",
+                                  retention_seconds=RETENTION)
+    assert again == decided
+    store.add_approval(approval(), retention_seconds=RETENTION)  # a late retry of the request
+    assert store.get_approval(123) == decided
+
+
+def test_approvals_are_found_by_job_and_tool_and_listed(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    store.add_approval(approval(1), retention_seconds=RETENTION)
+    clock.advance(1)
+    store.add_approval(approval(2, tool="other_tool"), retention_seconds=RETENTION)
+    clock.advance(1)
+    store.add_approval(approval(3, args="{\"long\":\"" + "x" * 990), retention_seconds=RETENTION)
+    store.add_approval(approval(4, job_id="job-2"), retention_seconds=RETENTION)
+    assert [r.approval_id for r in store.find_approvals(job_id="job-test-001",
+                                                        tool="refund_execute")] == [1, 3]
+    assert store.find_approvals(job_id="job-test-001", tool="refund_execute")[1].args_truncated
+    assert store.find_approvals(job_id="nope", tool="refund_execute") == []
+    store.record_decision(1, status="denied", decision_id="d1", approver="u1",
+                          retention_seconds=RETENTION)
+    assert [r.approval_id for r in store.list_approvals()] == [1, 2, 3, 4]
+    assert [r.approval_id for r in store.list_approvals(status="pending")] == [2, 3, 4]
+    assert [r.approval_id for r in store.list_approvals(status="pending", limit=1)] == [2]
+    assert [r.approval_id for r in store.list_approvals(status="denied")] == [1]
+
+
+def test_approval_records_expire(store: IdempotencyStore, clock: Clock) -> None:
+    store.add_approval(approval(), retention_seconds=60)
+    clock.advance(60)
+    assert store.get_approval(123) is None
+    assert store.find_approvals(job_id="job-test-001", tool="refund_execute") == []
+    assert store.list_approvals() == []
+    assert store.record_decision(123, status="approved", decision_id="d", approver="u",
+                                 retention_seconds=60) is None
+    fresh = store.add_approval(approval(), retention_seconds=60)  # a new record after expiry
+    assert fresh.received_at == T0 + 60 and fresh.status == "pending"
+
+
+def test_approval_arguments_are_validated(store: IdempotencyStore) -> None:
+    with pytest.raises(ValueError):
+        approval(0)
+    with pytest.raises(ValueError):
+        approval(job_id="")
+    store.add_approval(approval(), retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.record_decision(123, status="pending", decision_id="d", approver="u",  # type: ignore[arg-type]
+                              retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.record_decision(123, status="approved", decision_id="", approver="u",
+                              retention_seconds=RETENTION)
+    with pytest.raises(ValueError):
+        store.add_approval(approval(), retention_seconds=0)
+    with pytest.raises(ValueError):
+        store.get_approval(True)  # type: ignore[arg-type]
+    assert store.get_approval(123).status == "pending"  # type: ignore[union-attr]
+
+
+def test_a_store_without_approval_support_says_so() -> None:
+    class Legacy(MemoryStore):
+        pass
+
+    for name in ("add_approval", "record_decision", "get_approval", "find_approvals",
+                 "list_approvals"):
+        assert getattr(IdempotencyStore, name) is not getattr(MemoryStore, name)
+    with pytest.raises(NotImplementedError):
+        IdempotencyStore.get_approval(Legacy(), 1)
+
+
+def test_sqlite_approvals_survive_reopening_the_file(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "approvals.db"
+    with SQLiteStore(path, clock=clock) as first:
+        first.add_approval(approval(), retention_seconds=RETENTION)
+        first.record_decision(123, status="approved", decision_id="biz-1", approver="u1",
+                              retention_seconds=RETENTION)
+    with SQLiteStore(path, clock=clock) as second:
+        record = second.get_approval(123)
+    assert record is not None and record.status == "approved" and record.subject == "t1:u1"
 
 
 # --- concurrency within one process ---------------------------------------------------
@@ -630,6 +785,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
         ),
         "complete": lambda: complete(store, "k-new", "t"),
         "release": lambda: store.release("k-new", token="t"),
+        "mark_uncertain": lambda: store.mark_uncertain("k-new", token="t", note="n"),
         "get": lambda: store.get("k-new"),
         "list": lambda: store.list(),
         "resolve": lambda: store.resolve("k-new", response=None, note="", retention_seconds=5),

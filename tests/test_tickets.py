@@ -66,25 +66,35 @@ def test_ttl_is_added_to_now_in_seconds():
 
 
 def test_payload_is_compact_json_with_unescaped_non_ascii():
-    ticket = sign_ticket(TOKEN, "租户:张三", expires_at=EXP, clock=at_ms(0))
+    ticket = sign_ticket(TOKEN, "租户:张三", expires_at=EXP, clock=at_ms(0), chat_only=True)
     payload = ticket.split(".")[1]
     assert "=" not in payload
     decoded = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
     assert decoded == '{"uid":"租户:张三","exp":1718007200}'.encode()
 
 
-def test_uid_of_exactly_64_utf8_bytes_is_accepted():
-    assert verify_ticket(TOKEN, sign_ticket(TOKEN, "u" * 64, clock=at_ms(0)), clock=at_ms(0))
-    # 21 three-byte characters = 63 bytes.
-    assert sign_ticket(TOKEN, "张" * 21, clock=at_ms(0))
+@pytest.mark.parametrize(
+    "uid",
+    [
+        "u" * 64,  # exactly the 64 UTF-16 units the hub keeps
+        "é" * 64,  # 128 UTF-8 bytes, but 64 units: the hub keeps it whole (it travels as latin-1)
+        "u" * 62 + "\xff" * 2,
+        "a b",  # inner whitespace is kept by trim
+        "tenant\x85",  # NEL: not whitespace to JavaScript's trim, so it survives
+        "t1:u.1@corp",
+    ],
+)
+def test_accepts_exactly_the_uids_the_hub_keeps_unchanged(uid):
+    ticket = sign_ticket(TOKEN, uid, clock=at_ms(0))
+    assert verify_ticket(TOKEN, ticket, clock=at_ms(0)).uid == uid
 
 
 @pytest.mark.parametrize(
     "uid",
     [
         "",
-        "u" * 65,
-        "张" * 22,  # 66 UTF-8 bytes, only 22 characters
+        "u" * 65,  # the hub would cut it to 64
+        "u" * 63 + "\U0001F600",  # 65 UTF-16 units: the emoji would be cut in half
         " tenant_1:user_1001",
         "tenant_1:user_1001 ",
         "\ttenant",
@@ -97,8 +107,29 @@ def test_uid_of_exactly_64_utf8_bytes_is_accepted():
 )
 def test_refuses_uids_the_hub_would_alter_or_that_cannot_be_a_header(uid):
     with pytest.raises(TicketError) as info:
-        sign_ticket(TOKEN, uid, clock=at_ms(0))
+        sign_ticket(TOKEN, uid, clock=at_ms(0), chat_only=True)
     assert info.value.reason == "invalid_uid"
+
+
+@pytest.mark.parametrize("uid", ["张三", "t1:用户", "u\u0100", "\U0001F600"])
+def test_a_uid_above_latin1_is_refused_unless_the_ticket_is_for_chat_only(uid):
+    with pytest.raises(TicketError) as info:
+        sign_ticket(TOKEN, uid, clock=at_ms(0))
+    assert info.value.reason == "uid_not_latin1"
+    assert "X-Bailing-On-Behalf-Of" in str(info.value) and "chat_only=True" in str(info.value)
+    assert uid not in str(info.value)
+    ticket = sign_ticket(TOKEN, uid, clock=at_ms(0), chat_only=True)
+    assert verify_ticket(TOKEN, ticket, clock=at_ms(0)).uid == uid
+
+
+def test_whitespace_padded_ticket_uid_is_refused_because_the_hub_trims_it():
+    """The hub keeps String(uid).trim(): a padded uid would become another subject."""
+    padded = " t1:u1 "
+    with pytest.raises(TicketError, match="whitespace") as info:
+        sign_ticket(TOKEN, padded, clock=at_ms(0))
+    assert info.value.reason == "invalid_uid"
+    # what the hub would have made of it (a forged ticket shows it)
+    assert verify_ticket(TOKEN, forge({"uid": padded, "exp": EXP}), clock=at_ms(0)).uid == "t1:u1"
 
 
 def test_refuses_non_string_uid():

@@ -64,6 +64,8 @@ def test_unknown_option_is_refused():
         {"extensions": {"x-other": 1}},
         {"methods": ["FETCH"]},
         {"outcome": {"result": "ok", "side_effect": "explode"}},
+        {"failure_is_atomic": "yes"},
+        {"failure_is_atomic": 1},
     ],
 )
 def test_each_invalid_value_is_refused(options):

@@ -43,7 +43,7 @@ def order_get(order_id: int) -> Response:
     return jsonify(order_id=order_id, subject=call.subject if call else None)
 
 
-@tool(scope="refund.write", body=RefundBody, idempotency=True)
+@tool(scope="refund.write", body=RefundBody, deduplicate=True)
 class RefundAPI(MethodView):
     def post(self) -> tuple[Response, int]:
         call = get_current_call()

@@ -4,6 +4,9 @@ The doctor sends the hub's own requests to a running deployment (over the
 network, through every proxy, CDN and gateway in front of the app) and
 says what the hub would conclude, why, and how to fix it:
 
+* with the base URL the app's catalog paths are relative to (its
+  ``BAILING_BASE_URL``, as ``flask bailing doctor`` passes it), that the
+  hub's ``base_url`` has the same path, and which one to register;
 * the catalog fetch of the ``signed_required`` policy: a signed
   ``GET spec_url`` that never follows redirects, then, after a 2xx, two
   concurrent negative probes (unsigned; same timestamp with
@@ -21,6 +24,10 @@ says what the hub would conclude, why, and how to fix it:
 * one signed call to a parameter-less read tool, as the hub sends it,
   with redirects followed like the hub's ``fetch`` does, so a redirect or
   a ``404`` (``base_url`` prefix) shows up;
+* to every POST/PUT/PATCH/DELETE tool, the hub's request as the probe
+  subject with an undeclared argument (the gate refuses it before
+  authorization), so a CSRF check, a session guard or a login redirect in
+  front of the write tools shows up too;
 * every redirect seen on the way (the hub re-sends the signature for the
   new path, which cannot verify: trap T8 of :doc:`/security`).
 
@@ -74,7 +81,8 @@ __all__ = [
     "run_doctor",
 ]
 
-#: Every check, in report order (see :data:`bailing_flask.doctor.codes.CHECKS`).
+#: Every check, in report order (see :data:`bailing_flask.doctor.codes.CHECKS`; ``base_url``
+#: only runs when the app's own base URL is known).
 CHECK_NAMES: tuple[str, ...] = tuple(check.name for check in CHECKS)
 
 
@@ -84,12 +92,14 @@ class _Doctor(_CatalogChecks, _CallChecks):
     # -- run -----------------------------------------------------------------------------------
 
     def run(self) -> DoctorReport:
+        self.base_url_check()
         primary = self.catalog_access()
         self.catalog_caching(primary)
         self.catalog_body(primary)
         self.catalog_lint()
         self.authz_probe()
         self.tool_call()
+        self.write_tools()
         self.clock_check()
         self.redirects()
         checks = tuple(self.state.checks[name] for name in CHECK_NAMES if name in self.state.checks)
@@ -100,6 +110,8 @@ class _Doctor(_CatalogChecks, _CallChecks):
             policy=self.policy,
             catalog_access=self.state.access,
             authz_probe=self.state.probe,
+            base_url_to_register=self.expected_base_url,
+            base_url_source=self.expected_source if self.expected_base_url else None,
         )
 
 
@@ -112,6 +124,9 @@ def run_doctor(
     timeout: float = 10.0,
     clock: Callable[[], float] = time.time,
     policy: Policy = "signed_required",
+    expected_base_url: str | None = None,
+    expected_source: str | None = None,
+    write_tools: bool = True,
 ) -> DoctorReport:
     """Examine a live deployment the way BailingHub would, and report.
 
@@ -124,15 +139,30 @@ def run_doctor(
     :param timeout: seconds per request (the hub uses 10; the probe at most 8).
     :param clock: current Unix time of this machine (injectable for tests).
     :param policy: the tool source's ``spec_access_policy``.
+    :param expected_base_url: the base URL the app's catalog paths are
+        relative to (its ``BAILING_BASE_URL``, as ``flask bailing doctor``
+        passes it); printed as the one to register, and checked against
+        ``base_url`` (check ``base_url``).
+    :param expected_source: where ``expected_base_url`` comes from, for the
+        report (default ``"BAILING_BASE_URL"``).
+    :param write_tools: ``False`` sends nothing to write tools (the
+        ``write_tools`` check is skipped).
 
-    Sends only GET requests and the hub's POST authorization probe: no tool
-    with side effects is ever called.
+    Sends GET requests, the hub's POST authorization probe, and to each
+    POST/PUT/PATCH/DELETE tool the hub's request as the probe subject with
+    an undeclared argument, which the gate refuses before authorization
+    (only once the probe showed that subject is denied): no side effect runs
+    behind bailing_flask's gate.
     """
     if policy not in ("signed_required", "public_allowed"):
         raise ValueError("policy must be 'signed_required' or 'public_allowed'")
     _parse_url(base_url)  # ValueError early for a malformed base_url
     if catalog_url:
         _parse_url(catalog_url)
+    if expected_base_url:
+        _parse_url(expected_base_url)
     doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
-                     clock=clock, policy=policy)
+                     clock=clock, policy=policy, expected_base_url=expected_base_url,
+                     expected_source=expected_source)
+    doctor.send_writes = write_tools
     return doctor.run()

@@ -1,4 +1,5 @@
-"""The checks that call the deployment: the authorization probe, the clock, a tool call, redirects."""
+"""The checks that call the deployment: the authorization probe, the clock, a tool call, the
+write tools, redirects."""
 
 from __future__ import annotations
 
@@ -7,15 +8,30 @@ import uuid
 from .._jsenc import js_trim as _js_trim
 from ..lint import CompiledTool, ProbeTarget, authz_probe_target, compile_tools
 from ..signing import sign_tool_call
-from .classify import _SIGNATURE_REASONS, _cache_hits, _classify_probe, _reason_of, _server_time
-from .constants import CLOCK_TOLERANCE, PROBE_BODY, PROBE_SUBJECT, WINDOW_SECONDS, ZERO_SIGNATURE, _T8
+from .classify import (
+    _KNOWN_REASONS,
+    _SIGNATURE_REASONS,
+    _cache_hits,
+    _classify_probe,
+    _reason_of,
+    _server_time,
+)
+from .constants import (
+    _DOCTOR_MARKER,
+    _T8,
+    CLOCK_TOLERANCE,
+    PROBE_BODY,
+    PROBE_SUBJECT,
+    WINDOW_SECONDS,
+    ZERO_SIGNATURE,
+)
 from .diagnose import _Diagnosis
 from .report import Check, ProbeOutcome
 from .transport import _Exchange
 
 
 class _CallChecks(_Diagnosis):
-    """Checks 5 to 8: what the hub sends to the deployment itself."""
+    """Checks 5 to 9: what the hub sends to the deployment itself."""
 
     # -- 5. the authorization probe ------------------------------------------------------------
 
@@ -301,7 +317,118 @@ class _CallChecks(_Diagnosis):
                        f"tool {tool.name} {who}: HTTP {final.status}" + (f" ({reason})" if reason else ""),
                        detail=line))
 
-    # -- 8. redirects --------------------------------------------------------------------------
+    # -- 8. every write tool, with the probe subject -----------------------------------------------
+
+    def write_tools(self) -> None:
+        """Send each POST/PUT/PATCH/DELETE tool the hub's request as the probe subject.
+
+        What stands in front of a write tool (a CSRF check, a session guard,
+        a login redirect, a limiter) is only seen with a write request. The
+        request carries the probe subject, whose authorization must be
+        denied, plus an undeclared argument, which bailing_flask's gate
+        refuses (422 unknown_parameter) before it even asks the authorizer:
+        nothing can run. Not sent at all when the authorization probe did
+        not deny the probe subject; redirects are not followed.
+        """
+        document = self.state.document
+        if not self.send_writes:
+            self.skip("write_tools", "not asked for (--no-write-tools)")
+            return
+        if document is None:
+            self.skip("write_tools", "no catalog: no tool to check")
+            return
+        writes = [t for t in compile_tools(document) if t.method in ("POST", "PUT", "PATCH", "DELETE")]
+        if not writes:
+            self.skip("write_tools", "no POST/PUT/PATCH/DELETE tool in the catalog")
+            return
+        probe = self.state.probe
+        if probe is not None and (probe.status == "suspect" or (
+                probe.http is not None and 200 <= probe.http < 300 and probe.status != "pass")):
+            # the probe endpoint did not deny the probe subject: send it nothing that writes
+            self.skip("write_tools", "the authorization probe did not deny the probe subject, so it might "
+                      "be authorized somewhere: no write request was sent")
+            return
+        from .._samples import sample_arguments
+        from ..testing import HubSimulator
+
+        hub = HubSimulator(self.base_url, self.secret, client="__probe__",
+                           clock=lambda: float(self.now()))
+        hub._document = document
+        lines: list[str] = []
+        fixes: list[str] = []
+        failed = 0
+        for tool in writes:
+            operation = document["paths"][tool.path][tool.method.lower()]
+            args = {**sample_arguments(operation), _DOCTOR_MARKER: True}
+            call = hub.build_call(tool.name, args, subject=PROBE_SUBJECT, job_id="probe")
+            exchange = self.http.send("write_tools", call.method, self.base_url + call.path_with_query,
+                                      call.headers, call.body)
+            ok, what, fix = self._classify_write(exchange, tool.path)
+            lines.append(f"{'ok  ' if ok else 'FAIL'} {tool.method} {tool.path} (tool {tool.name}): {what}")
+            if not ok:
+                failed += 1
+                if fix and fix not in fixes:
+                    fixes.append(fix)
+        detail = "\n".join(lines) + (
+            f"\nEach request: the hub's signed call as {PROBE_SUBJECT!r} (job 'probe') with the "
+            f"undeclared argument {_DOCTOR_MARKER!r}, which the gate refuses before authorization.")
+        if failed:
+            self.add(Check(
+                "write_tools", "fail",
+                f"{failed} of {len(writes)} write tool(s) were answered by something other than the gate",
+                detail=detail, fix="\n".join(fixes) or None,
+            ))
+        else:
+            self.add(Check("write_tools", "pass",
+                           f"{len(writes)} write tool(s): the gate answered every one", detail=detail))
+
+    def _classify_write(self, exchange: _Exchange, path: str) -> tuple[bool, str, str | None]:
+        label = exchange.label()
+        if exchange.status is None:
+            return False, label, "Make base_url reachable from the hub."
+        reason = exchange.header("x-bailing-reason")
+        body_reason = _reason_of(exchange)
+        if reason is not None or (exchange.status in (403, 409, 422) and body_reason in _KNOWN_REASONS):
+            code = reason or body_reason
+            if exchange.status == 401 and code in _SIGNATURE_REASONS:
+                return False, f"{label} {code}: the signature was refused", (
+                    "Write tools are signed like every tool call (path without the base_url prefix, the "
+                    "exact body bytes); see tool_call for the read tool.")
+            note = "" if reason is not None else " (no X-Bailing-Reason header: a proxy drops it?)"
+            return True, f"the gate answered {exchange.status} {code}{note}", None
+        text = exchange.text[:2048]
+        lowered = text.lower()
+        html = "text/html" in (exchange.header("content-type") or "").lower() or _js_trim(
+            text[:64]).lower().startswith(("<!doctype html", "<html"))
+        what = label + (" (an HTML page)" if html else (f" {text[:120]!r}" if text.strip() else ""))
+        if exchange.redirect:
+            return False, f"{label} redirect to {exchange.header('location')}", (
+                "Something redirects write requests (a login page, http->https): hub calls must reach "
+                "the gate. With Flask-Login: bailing.bridge_flask_login(login_manager); for a guard: "
+                "`if bailing_flask.is_hub_request(): return None`.")
+        if exchange.ok:
+            return False, f"{label}: the request was ACCEPTED (a side effect may have run)", (
+                "A write tool accepted the probe subject with an undeclared argument: it is not behind "
+                "bailing_flask's gate (or its authorizer admits unknown subjects). Check it now.")
+        if exchange.status == 400 and "csrf" in lowered:
+            return False, f"{what}: a CSRF check", (
+                "A CSRF check answered before the gate: with Flask-WTF's CSRFProtect leave "
+                "BAILING_CSRF_EXEMPT on (it exempts verified tool calls only).")
+        if exchange.status == 429:
+            return False, f"{what}: a rate limit", (
+                "A rate limit keyed on the address puts every hub user into one bucket: "
+                "Limiter(key_func=bailing_flask.rate_limit_key).")
+        if exchange.status == 404:
+            return False, what, self._prefix_hint(path)
+        if exchange.status == 401:
+            return False, f"{what}: not the gate's refusal", (
+                "An app-level check (a before_request guard, an auth decorator or a gateway) answered "
+                "401 before the gate: let hub requests through with "
+                "`if bailing_flask.is_hub_request(): return None`.")
+        return False, what, ("Something in front of the gate answered; run `flask bailing check "
+                             "--exercise` in the app to name it.")
+
+    # -- 9. redirects --------------------------------------------------------------------------
 
     def redirects(self) -> None:
         seen = [ex for ex in self.http.log if ex.redirect and not ex.phase.startswith("diagnostic")]

@@ -21,11 +21,40 @@ from .classify import (
 from .constants import SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, ZERO_SIGNATURE, _T8
 from .diagnose import _Diagnosis, _unique
 from .report import CatalogAccess, Check, CheckStatus
-from .transport import _Exchange, _short
+from .transport import _Exchange, _parse_url, _short
 
 
 class _CatalogChecks(_Diagnosis):
-    """Checks 1 to 4: the catalog as the hub fetches it."""
+    """Checks 0 to 4: the base URL, and the catalog as the hub fetches it."""
+
+    # -- 0. the base URL the app expects -------------------------------------------------------
+
+    def base_url_check(self) -> None:
+        """Compare the hub's base URL with the one the app derives its paths from."""
+        expected = self.expected_base_url
+        if expected is None:
+            return
+        want = _parse_url(expected)
+        want_path = want.target.split("?", 1)[0].rstrip("/")
+        source = self.expected_source
+        if want_path == self.base_prefix:
+            note = None
+            if want.origin != self.base.origin:
+                note = (f"The path matches; this run checks {self.base.origin}, the hub must use "
+                        f"{expected}.")
+            self.add(Check("base_url", "pass",
+                           f"the app's tool paths are relative to this base URL ({source})",
+                           detail=note))
+            return
+        self.add(Check(
+            "base_url", "fail",
+            f"base_url has the path {self.base_prefix or '/'!r}, but the app's tool paths are "
+            f"relative to {want_path or '/'!r} ({source}): the hub would accept the tool source "
+            "and then send every tool call to a URL that misses the route",
+            detail=(f"The hub calls base_url + catalog path and signs only the catalog path, so "
+                    f"the base URL registered in the hub must be {expected}."),
+            fix=f"Register base_url {expected} in the hub's tool source, or change {source}.",
+        ))
 
     # -- 1. catalog access ---------------------------------------------------------------------
 

@@ -45,8 +45,20 @@ class Verdict:
 
 _SPECS = "src/app/tool-specs.ts"
 
+_TOOL_CALL = HubRef("src/core/contracts/tools.ts", "buildToolRuntime")
+
 #: Every check of the doctor, in report order.
 CHECKS: tuple[DoctorCheck, ...] = (
+    DoctorCheck(
+        "base_url",
+        "The path of the hub's base_url against the base URL the app's catalog paths are "
+        "relative to (its BAILING_BASE_URL, as flask bailing doctor passes it). Runs only when "
+        "that base URL is known; the report then also prints the base_url to register.",
+        (),
+        passes="the paths match (a different origin is noted: the hub must use the app's).",
+        fails="the paths differ: the hub would accept the tool source and then send every tool "
+        "call to a URL that misses the route.",
+    ),
     DoctorCheck(
         "catalog.access",
         "The hub's catalog fetch: a signed GET of spec_url that never follows redirects "
@@ -128,13 +140,28 @@ CHECKS: tuple[DoctorCheck, ...] = (
         "tool_call",
         "One signed call of a parameter-less, read-only GET tool as the hub makes it, "
         "redirects followed like fetch; anonymous unless a subject is given.",
-        (HubRef("src/core/contracts/tools.ts", "buildToolRuntime"),),
+        (_TOOL_CALL,),
         passes="2xx, or 403 (the signature was accepted, the subject refused).",
         warns="an answer longer than the model reads (8192 UTF-16 units), a server error, or "
         "another status.",
         fails="a redirect, a failed request, 404, or 401 (retried with corrected signatures to "
         "name the layer that rewrote the request).",
         skipped="there is no catalog, or no such tool.",
+    ),
+    DoctorCheck(
+        "write_tools",
+        "To every POST/PUT/PATCH/DELETE tool, the hub's signed call as the probe subject (job "
+        "probe) with one undeclared argument, which bailing_flask's gate refuses "
+        "(422 unknown_parameter) before it asks the authorizer, so nothing runs; redirects are "
+        "not followed. Shows a CSRF check, a session guard, a login redirect or a limiter in "
+        "front of the write tools.",
+        (_TOOL_CALL,),
+        passes="the gate answered every write tool.",
+        fails="something else answered a write tool: a redirect, a CSRF check, a rate limit, a "
+        "401 or 404 from in front of the gate, a refused signature, a failed request, or a 2xx "
+        "(the request was accepted).",
+        skipped="--no-write-tools, no catalog, no write tool, or the authorization probe did not "
+        "deny the probe subject (then nothing that writes is sent).",
     ),
     DoctorCheck(
         "redirects",

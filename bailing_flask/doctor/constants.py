@@ -10,6 +10,8 @@ CLOCK_TOLERANCE = 5
 PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
 PROBE_BODY = b'{"subject":"__bailing_authz_probe__:nobody","reason":"bailing-authz-probe","expect":"deny"}'
 ZERO_SIGNATURE = "sha256=" + "0" * 64
+#: The undeclared argument the write-tool check adds, so the gate refuses before authorization.
+_DOCTOR_MARKER = "__bailing_doctor__"
 _T8 = (
     "Trap T8: the hub follows redirects on tool calls and probes and re-sends the same "
     "X-Bailing-Signature for the new path, which the target cannot verify (301/302/303 also turn a "

@@ -77,6 +77,10 @@ class DoctorReport:
     policy: str = "signed_required"
     catalog_access: CatalogAccess | None = None
     authz_probe: ProbeOutcome | None = None
+    #: the base URL the app expects the hub to use, when known
+    base_url_to_register: str | None = None
+    #: where that came from (``BAILING_BASE_URL``, or where the catalog is served)
+    base_url_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -106,6 +110,8 @@ class DoctorReport:
             "base_url": self.base_url,
             "catalog_url": self.catalog_url,
             "policy": self.policy,
+            "base_url_to_register": self.base_url_to_register,
+            "base_url_source": self.base_url_source,
             "catalog_access": plain(self.catalog_access),
             "authz_probe": plain(self.authz_probe),
             "checks": [dict(check.__dict__) for check in self.checks],
@@ -114,6 +120,9 @@ class DoctorReport:
     def render(self, verbose: bool = False) -> str:
         """The report as text for a terminal (details of passing checks only if ``verbose``)."""
         lines = [f"bailing doctor  base_url {self.base_url}", f"                catalog  {self.catalog_url}"]
+        if self.base_url_to_register:
+            lines.append(f"                register base_url {self.base_url_to_register}"
+                         f"  ({self.base_url_source})")
         if self.policy != "signed_required":
             lines.append(f"                policy   {self.policy}")
         lines.append("")

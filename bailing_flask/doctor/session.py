@@ -35,7 +35,11 @@ class _Session:
         timeout: float,
         clock: Callable[[], float],
         policy: Policy,
+        expected_base_url: str | None = None,
+        expected_source: str | None = None,
     ) -> None:
+        self.expected_base_url = expected_base_url.strip().rstrip("/") if expected_base_url else None
+        self.expected_source = expected_source or "BAILING_BASE_URL"
         self.base_url = base_url.strip().rstrip("/")
         self.base = _parse_url(self.base_url or "/")
         self.base_prefix = self.base.target.split("?", 1)[0].rstrip("/")
@@ -45,6 +49,8 @@ class _Session:
         self.subject = subject or None
         self.policy = policy
         self.clock = clock
+        #: send the write_tools check's requests (``run_doctor(write_tools=False)`` turns them off)
+        self.send_writes = True
         #: added to the doctor's clock once a clock difference is confirmed
         self.offset = 0.0
         self.http = _Transport(timeout, clock)

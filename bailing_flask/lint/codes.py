@@ -140,6 +140,12 @@ _CATALOG_FAILS = (
     "so the whole catalog fails to compile and every tool of this source becomes unavailable."
 )
 _ASCII_SCOPE = "Use an ASCII scope such as order.refund.write."
+_PATH_SENT = "the one path segment a%2Cb%2Cc, which the router hands over as the text 'a,b,c'"
+_FLATTENED = 'nested arrays are flattened ([["a","b"],["c"]] is sent as '
+_SCALAR_OR_QUERY_ARRAY = (
+    "Declare a scalar type (or, in the query, an array of strings, integers, numbers or "
+    "booleans), or move the value into the JSON body."
+)
 
 
 def _c(
@@ -370,9 +376,37 @@ _TABLE: tuple[Code, ...] = (
        "Write required: true or false without quotes."),
     _c("non_scalar_param", "warning", "bailing", _TOOL_CALL,
        "{where} parameter {name!r} has type {types}; the hub sends String(value): arrays "
-       "comma-joined, objects as [object Object].",
+       "comma-joined, objects as [object Object] (nothing of the object arrives).",
        "Declare scalar types for query/path/header parameters, or move the value into the "
-       "JSON body."),
+       "JSON body.",
+       variants={
+           "path": Text(
+               "Path parameter {name!r} is an array of {shape} items; the hub sends "
+               'String(value): ["a","b","c"] is sent as ' + _PATH_SENT + ", not a list (an "
+               "item containing ',' cannot be told apart either).",
+               _SCALAR_OR_QUERY_ARRAY,
+           ),
+           "nested": Text(
+               "Query parameter {name!r} is an array of {shape} items; the hub sends "
+               "String(value): " + _FLATTENED + "{name}=a%2Cb%2Cc, and the app receives the "
+               "text 'a,b,c') and objects become [object Object].",
+               _SCALAR_OR_QUERY_ARRAY,
+           ),
+           "nestedpath": Text(
+               "Path parameter {name!r} is an array of {shape} items; the hub sends "
+               "String(value): " + _FLATTENED + _PATH_SENT + ") and objects become "
+               "[object Object].",
+               _SCALAR_OR_QUERY_ARRAY,
+           ),
+       }),
+    _c("array_query_item_comma", "warning", "bailing", _TOOL_CALL,
+       "Query parameter {name!r} is an array of strings. The hub sends String(value), the "
+       "items joined with ',' in one pair: [\"a,b\",\"c\"] is sent as {name}=a%2Cb%2Cc and "
+       "the app receives the text 'a,b,c', which bailing_flask splits into "
+       "[\"a\",\"b\",\"c\"]: an item containing ',' cannot travel. [] and [\"\"] both "
+       "arrive as an empty value (the empty array).",
+       "Give the items an enum (or format uuid/date) without ',', or move the list into the "
+       "JSON body of a non-GET tool."),
     _c("free_text_path_param", "warning", "bailing", None,
        "Path parameter {name!r} accepts free text; values containing '/', '?' or equal to "
        "'.'/'..' break routing (%2F is decoded by WSGI) or the signature.",
@@ -526,6 +560,43 @@ _TABLE: tuple[Code, ...] = (
        "the route {rule!r} contains characters outside A-Z a-z 0-9 - . _ ~ ! * ' ( ); they "
        "verify only on servers that report the raw request target (RAW_URI/REQUEST_URI)",
        "rename the route or make sure the server sets REQUEST_URI",
+       stages=("registry",)),
+    _c("path_array_not_received", "error", "bailing", _TOOL_CALL,
+       "path parameter {name!r} is published as an array, but the hub sends "
+       'encodeURIComponent(String(value)): ["a","b"] arrives as the one segment a%2Cb and '
+       "Werkzeug's {kind} converter hands the view the string 'a,b', not a list",
+       "declare a scalar type for the path parameter, move the list to the query (the gate "
+       "splits it on ',') or use a URL converter that splits on ','",
+       stages=("registry",)),
+    _c("idempotent_write", "warning", "bailing", None,
+       "idempotent=True on {name!r} only tells the hub the call is safe to repeat (it sends no "
+       "idempotency key and may retry it); bailing_flask still runs an identical signed call "
+       "once, so the same arguments sent again later in the same job (a value set back after "
+       "another change) are answered from the record",
+       "say which you mean: deduplicate=True (the default, also stops replays) or "
+       "deduplicate=False (every identical call runs)",
+       stages=("registry",)),
+    _c("validate_unsigned_without_allow_unsigned", "warning", "bailing", None,
+       "validate_unsigned=True on {name!r} has no effect: without allow_unsigned=True unsigned "
+       "requests are refused before any validation",
+       "add allow_unsigned=True, or drop validate_unsigned",
+       stages=("registry",)),
+    _c("async_view_without_flask_async", "error", "bailing", None,
+       "{view} is async def, which Flask only runs with its async support; every call would "
+       "fail with a server error",
+       "install flask[async] (asgiref)",
+       stages=("registry",)),
+    _c("outside_base_url", "error", "bailing", None,
+       "tool {name!r} is served at {public!r}, which is not under the path {base!r} of "
+       "BAILING_BASE_URL: the hub calls base_url + a catalog path, which can never reach this "
+       "route",
+       "set BAILING_BASE_URL to a URL this route is under, or move the route",
+       stages=("registry",)),
+    _c("authz_probe_outside_base_url", "warning", "bailing", None,
+       "the authorization probe at {public!r} is not under the path {base!r} of "
+       "BAILING_BASE_URL, so the catalog does not advertise it and the hub probes a "
+       "parameter-less GET tool instead",
+       "set BAILING_PROBE_PATH to a path under the base URL",
        stages=("registry",)),
     _c("decorator_order", "info", "bailing", None,
        "@tool on {view} sits above the route decorator; the gate guards the route either way, "

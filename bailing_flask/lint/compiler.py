@@ -75,6 +75,9 @@ class CompiledTool:
     required: tuple[str, ...] = ()
     #: argument name -> "query" | "path" | "header" | "body", in JS property order
     param_in: Mapping[str, str] = field(default_factory=dict)
+    #: the hub's per-tool limit in calls per minute (``execution.rate_limit``
+    #: converted with JavaScript's ``Math.round``); ``None`` without a limit
+    rate_limit_per_min: float | None = None
 
 
 _CAP = "x-agent-capability"
@@ -452,6 +455,7 @@ class _Compiler:
             readonly=readonly,
             required=tuple(k for k in unique_required if isinstance(k, str)),
             param_in={k: args.param_in[k] for k in js_property_order(args.param_in)},
+            rate_limit_per_min=ann.rate_per_min,
         )
 
     def _confirm_when(self, raw: object, loc: str) -> list[_Condition] | None:

@@ -133,6 +133,16 @@ def _walk_integers(schema: object, where: str, depth: int = 0) -> list[str]:
     return found
 
 
+def _comma_free(items: Mapping[str, Any]) -> bool:
+    """Whether every string the item schema allows is free of ``,`` (as far as we can tell)."""
+    enum = items.get("enum")
+    if isinstance(enum, list) and enum:
+        return all(not (isinstance(v, str) and "," in v) for v in enum)
+    if "const" in items:
+        return not (isinstance(items["const"], str) and "," in items["const"])
+    return items.get("format") in ("uuid", "date", "date-time")
+
+
 def _is_free_text(schema: Mapping[str, Any]) -> bool:
     if (isinstance(schema.get("enum"), list) and schema["enum"]) or "const" in schema:
         return False
@@ -221,7 +231,7 @@ class _Hazards:
             declared[name] = where
             types = _schema_types(schema)
             if {"object", "array"} & set(types):
-                self.add("non_scalar_param", loc, where=where, name=name, types="/".join(types))
+                self._non_scalar(loc, where, name, schema, types)
             for field_name in _walk_integers(schema, name):
                 self._unsafe_integer(loc, field_name)
             if where == "header":
@@ -229,6 +239,36 @@ class _Hazards:
             if where == "path" and _is_free_text(schema):
                 self.add("free_text_path_param", loc, name=name)
         return declared
+
+    def _non_scalar(
+        self, loc: str, where: str, name: str, schema: Mapping[str, Any], types: list[str]
+    ) -> None:
+        """An array or object outside the body: say what the hub sends and what arrives.
+
+        The hub sends ``String(value)``: the items of an array joined with
+        ``,`` (nested arrays flattened, ``null`` items empty), an object as
+        ``[object Object]``. An array of scalars in the query works (the app
+        splits it on ``,``) unless an item may contain ``,``.
+        """
+        items = schema.get("items") if "array" in types else None
+        item_types = _schema_types(items) if isinstance(items, dict) else []
+        scalar_items = "object" not in types and bool(item_types) and all(
+            t in _SCALAR_TYPES or t == "string" for t in item_types
+        )
+        if where == "query" and scalar_items:
+            if "string" in item_types and not _comma_free(items):  # type: ignore[arg-type]
+                self.add("array_query_item_comma", loc, name=name)
+            return
+        if "array" in types and where in ("query", "path"):
+            shape = "/".join(item_types) if item_types else "untyped"
+            if scalar_items:  # a path parameter
+                self.add("non_scalar_param", loc, "path", name=name, shape=shape)
+            elif where == "query":
+                self.add("non_scalar_param", loc, "nested", name=name, shape=shape)
+            else:
+                self.add("non_scalar_param", loc, "nestedpath", name=name, shape=shape)
+            return
+        self.add("non_scalar_param", loc, where=where, name=name, types="/".join(types))
 
     @staticmethod
     def _ignored_reason(prm: object) -> str | None:

@@ -13,6 +13,7 @@ import time
 from urllib.parse import unquote
 
 from ..errors import ConfigurationError
+from .approvals import ApprovalRecord, ApprovalStatus
 from .base import (
     Clock,
     Entry,
@@ -27,6 +28,8 @@ from .redis import RedisStore
 from .sqlite import SQLiteStore
 
 __all__ = [
+    "ApprovalRecord",
+    "ApprovalStatus",
     "Entry",
     "EntryMeta",
     "IdempotencyStore",

@@ -8,12 +8,16 @@ runs it. The life of one key:
 
 ``reserve`` -> ``in_progress`` (this token owns it until ``lease_expires_at``)
   -> ``complete`` (the response is kept until ``expires_at``; repeats get it)
-  -> or ``release`` (5xx: the entry is deleted so a retry may run again).
+  -> or ``mark_uncertain`` (the side effect failed part-way: uncertain at once)
+  -> or ``release`` (the failure is known to be atomic: the entry is deleted
+  so a retry may run again).
 
 A lease that runs out without ``complete`` or ``release`` means the worker
 died somewhere inside the side effect. Nobody can tell whether it happened,
 so the entry is reported as *uncertain* and left for an operator to
-``resolve`` (the hub does the same and never auto-replays). Every check
+``resolve`` (the hub does the same and never auto-replays). A worker that
+is alive but saw its side effect fail says the same thing at once with
+``mark_uncertain``: a failure is not proof that nothing happened. Every check
 uses the store's injectable ``clock``, so tests can move time and all
 backends agree on the same rules:
 
@@ -30,6 +34,7 @@ backend but whose answer was lost can be repeated safely.
 
 from __future__ import annotations
 
+import builtins
 import base64
 import json
 import math
@@ -40,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import BailingError
+from .approvals import ApprovalRecord, ApprovalStatus
 
 __all__ = [
     "Clock",
@@ -252,6 +258,19 @@ class IdempotencyStore(ABC):
         """
 
     @abstractmethod
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        """Make an in-progress entry owned by ``token`` uncertain now, keeping ``note``.
+
+        For a worker whose side effect failed (the view raised or answered
+        5xx): part of it may have happened, so repeats are refused as
+        uncertain until an operator resolves the entry, exactly as if the
+        worker had died. The lease ends now; the token, the retention and
+        the meta are kept, so the same token may still ``complete`` it and a
+        ``take_over`` still needs it. ``False`` if there is no such live
+        in-progress entry; repeating the call for the same token is harmless.
+        """
+
+    @abstractmethod
     def release(self, key: str, *, token: str) -> bool:
         """Delete an in-progress entry owned by ``token`` so a retry may run."""
 
@@ -303,6 +322,53 @@ class IdempotencyStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store reconnects if it is used again."""
+
+    # --- business approvals (see stores/approvals.py) ------------------------------
+    #
+    # Not abstract, so a store written for an earlier version keeps working
+    # for everything else; the built-in stores implement all of them and the
+    # approval check fails closed on a store that does not.
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        """Keep a received approval request, unless a live record with its id exists.
+
+        Returns the live record: the new one (``received_at`` is now, status
+        ``pending``), or the existing one unchanged (a retried or repeated
+        delivery of the same request never resets a decision).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        """Record the decision the hub accepted on a live record; ``None`` if there is none.
+
+        A pending record becomes ``status`` (``approved`` or ``denied``) and
+        is kept at least ``retention_seconds`` from now. A record already
+        decided is returned unchanged, whatever this call asks: the first
+        decision is final, as it is at the hub.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        """The live record of ``approval_id``, or ``None``."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        """Live records of one job and tool, oldest first."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        """Live records, oldest first, optionally only those in ``status``."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
 
     def __enter__(self) -> IdempotencyStore:
         return self

@@ -8,11 +8,13 @@ there. One lock guards everything; every operation is a few dict lookups.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import threading
 import time
 from itertools import islice
 
+from .approvals import ApprovalRecord, ApprovalStatus, check_approval_id, check_decision, retention
 from .base import (
     RESOLVED_TOKEN,
     Clock,
@@ -43,6 +45,7 @@ class MemoryStore(IdempotencyStore):
         super().__init__(clock=clock)
         self._entries: dict[str, Entry] = {}
         self._signatures: dict[str, float] = {}
+        self._approvals: dict[int, ApprovalRecord] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -127,6 +130,18 @@ class MemoryStore(IdempotencyStore):
             self._entries[key] = Entry(
                 entry.key, "completed", entry.token, entry.created_at, entry.lease_expires_at,
                 now + retention, entry.meta, response, entry.note,
+            )
+            return True
+
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._lock:
+            now = self.clock()
+            entry = self._live(key, now)
+            if entry is None or entry.state != "in_progress" or entry.token != token:
+                return False
+            self._entries[key] = dataclasses.replace(
+                entry, lease_expires_at=min(entry.lease_expires_at, now), note=note
             )
             return True
 
@@ -220,3 +235,71 @@ class MemoryStore(IdempotencyStore):
 
     def close(self) -> None:
         """Nothing to release; the entries stay until the object is dropped."""
+
+    # --- business approvals -------------------------------------------------------
+
+    def _live_approval(self, approval_id: int, now: float) -> ApprovalRecord | None:
+        record = self._approvals.get(approval_id)
+        return record if record is not None and record.is_live(now) else None
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        keep = retention(retention_seconds)
+        with self._lock:
+            now = self.clock()
+            existing = self._live_approval(record.approval_id, now)
+            if existing is not None:
+                return existing
+            for dead in [k for k, r in self._approvals.items() if not r.is_live(now)][:100]:
+                del self._approvals[dead]
+            stored = dataclasses.replace(
+                record, status="pending", decision_id=None, approver=None, decided_at=None,
+                received_at=now, expires_at=now + keep,
+            )
+            self._approvals[record.approval_id] = stored
+            return stored
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        keep = retention(retention_seconds)
+        with self._lock:
+            now = self.clock()
+            record = self._live_approval(approval_id, now)
+            if record is None or record.status != "pending":
+                return record
+            decided = dataclasses.replace(
+                record, status=status, decision_id=decision_id, approver=approver, decided_at=now,
+                expires_at=max(record.expires_at, now + keep),
+            )
+            self._approvals[approval_id] = decided
+            return decided
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        with self._lock:
+            return self._live_approval(approval_id, self.clock())
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        with self._lock:
+            now = self.clock()
+            found = [r for r in self._approvals.values()
+                     if r.job_id == job_id and r.tool == tool and r.is_live(now)]
+        return sorted(found, key=lambda r: (r.received_at, r.approval_id))
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        _check_limit(limit)
+        with self._lock:
+            now = self.clock()
+            found = [r for r in self._approvals.values()
+                     if r.is_live(now) and (status is None or r.status == status)]
+        return sorted(found, key=lambda r: (r.received_at, r.approval_id))[:limit]

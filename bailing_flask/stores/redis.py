@@ -19,11 +19,21 @@ How it keeps the promises of :mod:`bailing_flask.stores.base`:
 ``redis`` (redis-py) is an optional dependency: ``pip install
 bailing_flask[redis]``. Redis Cluster is not supported (the scripts that
 clean up touch keys of several slots).
+
+At-most-once needs a Redis that keeps what it was told: on first use the
+store reads the server's persistence and eviction settings and logs a
+warning, naming the setting to change, when completed records would not
+survive a restart (no ``appendonly yes``) or could be evicted (a
+``maxmemory-policy`` other than ``noeviction``): a forgotten record lets a
+replayed call run its side effect again.
 """
 
 from __future__ import annotations
 
+import builtins
+import logging
 import math
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -32,6 +42,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
+from .approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    check_approval_id,
+    check_decision,
+    decode_record,
+    encode_request,
+    retention,
+)
 from .base import (
     RESOLVED_TOKEN,
     Clock,
@@ -58,6 +77,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import redis as redis_module
 
 __all__ = ["RedisStore"]
+
+logger = logging.getLogger("bailing_flask")
 
 #: Seconds to wait for a connection or an answer before StoreUnavailable.
 SOCKET_TIMEOUT = 2.0
@@ -103,6 +124,15 @@ if f[1] == 'completed' then return 1 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'expires_at', ARGV[3],
   'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+_MARK_UNCERTAIN = """
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at', 'lease_expires_at')
+if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= now then return 0 end
+if tonumber(f[4]) > now then redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[1]) end
+redis.call('HSET', KEYS[1], 'note', ARGV[3])
 return 1
 """
 
@@ -157,6 +187,52 @@ for _, key in ipairs(KEYS) do
 end
 return removed
 """
+
+
+# Approval records: a hash per approval id, and a set of ids per job.
+# KEYS: record, job index. ARGV: now, expires_at, ttl ms, job_id, tool, request, id.
+_ADD_APPROVAL = """
+local exp = redis.call('HGET', KEYS[1], 'expires_at')
+if exp and tonumber(exp) > tonumber(ARGV[1]) then return redis.call('HGETALL', KEYS[1]) end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'job_id', ARGV[4], 'tool', ARGV[5], 'status', 'pending',
+  'received_at', ARGV[1], 'expires_at', ARGV[2], 'request', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[7])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: record. ARGV: now, status, decision_id, approver, expires_at, ttl ms, job index prefix.
+_RECORD_DECISION = """
+local f = redis.call('HMGET', KEYS[1], 'expires_at', 'status', 'job_id')
+if not f[1] or tonumber(f[1]) <= tonumber(ARGV[1]) then return {} end
+if f[2] == 'pending' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decision_id', ARGV[3], 'approver', ARGV[4],
+    'decided_at', ARGV[1])
+  if tonumber(ARGV[5]) > tonumber(f[1]) then
+    redis.call('HSET', KEYS[1], 'expires_at', ARGV[5])
+    redis.call('PEXPIRE', KEYS[1], ARGV[6])
+    local index = ARGV[7] .. f[3]
+    if redis.call('PTTL', index) < tonumber(ARGV[6]) then redis.call('PEXPIRE', index, ARGV[6]) end
+  end
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
+def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> ApprovalRecord:
+    def text(name: bytes) -> str | None:
+        value = fields.get(name)
+        return None if value is None else value.decode("utf-8")
+
+    decided_at = fields.get(b"decided_at")
+    return decode_record(
+        approval_id, text(b"job_id") or "", text(b"tool") or "", fields[b"request"],
+        status=text(b"status") or "pending", received_at=float(fields[b"received_at"]),
+        expires_at=float(fields[b"expires_at"]), decision_id=text(b"decision_id"),
+        approver=text(b"approver"), decided_at=None if decided_at is None else float(decided_at),
+    )
 
 
 def _import_redis() -> Any:
@@ -233,6 +309,10 @@ class RedisStore(IdempotencyStore):
     :param clock: returns the current Unix time (injectable for tests).
     :param prefix: put in front of every key, so several apps can share a
         Redis database.
+    :param check_persistence: on first use, read the server's persistence
+        and eviction settings and log a warning if completed records could
+        be lost (:meth:`persistence_warnings`). ``False`` only for a Redis
+        that is deliberately disposable (tests).
     """
 
     def __init__(
@@ -241,8 +321,11 @@ class RedisStore(IdempotencyStore):
         *,
         clock: Clock = time.time,
         prefix: str = "bailing:",
+        check_persistence: bool = True,
     ) -> None:
         super().__init__(clock=clock)
+        self._persistence_pending = bool(check_persistence)
+        self._persistence_lock = threading.Lock()
         redis = _import_redis()
         self._errors_caught: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
         if isinstance(url_or_client, str):
@@ -281,9 +364,14 @@ class RedisStore(IdempotencyStore):
         self._take_over = client.register_script(_TAKE_OVER)
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
+        self._mark_uncertain = client.register_script(_MARK_UNCERTAIN)
         self._resolve = client.register_script(_RESOLVE)
         self._remember = client.register_script(_REMEMBER_SIGNATURE)
         self._cleanup = client.register_script(_CLEANUP)
+        self._approval_ns = f"{prefix}appr:"
+        self._approval_job_ns = f"{prefix}apprjob:"
+        self._add_approval = client.register_script(_ADD_APPROVAL)
+        self._record_decision = client.register_script(_RECORD_DECISION)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.display!r}, prefix={self.prefix!r})"
@@ -295,12 +383,109 @@ class RedisStore(IdempotencyStore):
         redis-py's messages name the host and the cause, never the password;
         the URL itself is only shown redacted.
         """
+        if self._persistence_pending:
+            self._check_persistence_once()
         try:
             yield
         except self._errors_caught as exc:
             raise StoreUnavailable(
                 f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
             ) from exc
+
+    # -- does the server keep what it is told? ----------------------------------------
+
+    def persistence_warnings(self) -> list[str]:
+        """Why completed records could disappear, read from the server; ``[]`` if nothing.
+
+        Reads ``appendonly``, ``save`` and the ``maxmemory`` settings with
+        ``CONFIG GET``, or, where ``CONFIG`` is disabled (managed Redis), what
+        ``INFO`` says. Each message names the setting to change.
+
+        :raises StoreUnavailable: if the server cannot be reached at all.
+        """
+        where = f"The Redis idempotency store at {self.display}"
+        with self._unchecked_errors():
+            settings = self._read_settings()
+        if settings is None:
+            return [f"{where} could not read the server's persistence settings (CONFIG and INFO "
+                    "refused). Make sure the server runs with appendonly yes and "
+                    "maxmemory-policy noeviction, or completed side effects may be forgotten and "
+                    "replayed calls run again."]
+        problems: list[str] = []
+        aof, save = settings.get("appendonly"), settings.get("save")
+        if aof == "no" and save == "":
+            problems.append(
+                f"{where} keeps nothing across a restart (appendonly no, save \"\"): when Redis "
+                "restarts, every completed side effect is forgotten and a replayed call runs "
+                "again. Set appendonly yes (appendfsync everysec or always) in redis.conf, or "
+                "CONFIG SET appendonly yes followed by CONFIG REWRITE.")
+        elif aof == "no":
+            snapshots = f"save {save!r}" if save is not None else "RDB snapshots at best"
+            problems.append(
+                f"{where} persists only by snapshots (appendonly no, {snapshots}): records "
+                "written since the last snapshot are lost when Redis stops without saving "
+                "(crash, kill, out of memory, power loss), and those calls could run again. Set "
+                "appendonly yes (appendfsync everysec or always).")
+        policy, maxmemory = settings.get("maxmemory-policy"), settings.get("maxmemory")
+        if policy not in (None, "noeviction") and maxmemory not in (None, "0"):
+            problems.append(
+                f"{where} may evict keys under memory pressure (maxmemory-policy {policy}); every "
+                "record has a TTL, so volatile-* policies evict them too, and an evicted record "
+                "lets a replayed call run again. Set maxmemory-policy noeviction (or give this "
+                "store a Redis of its own).")
+        return problems
+
+    def _read_settings(self) -> dict[str, str] | None:
+        """The relevant server settings, as strings; ``None`` if neither source answers."""
+        redis_errors = self._errors_caught
+        try:
+            found: dict[str, str] = {}
+            for pattern in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
+                found.update({str(k): str(v) for k, v in self._client.config_get(pattern).items()})
+            return found
+        except redis_errors as exc:
+            if _unreachable(exc):
+                raise
+        try:
+            persistence = self._client.info("persistence")
+            memory = self._client.info("memory")
+        except redis_errors as exc:
+            if _unreachable(exc):
+                raise
+            return None
+        found = {"appendonly": "yes" if str(persistence.get("aof_enabled")) == "1" else "no"}
+        if "maxmemory" in memory:
+            found["maxmemory"] = str(memory["maxmemory"])
+        if "maxmemory_policy" in memory:
+            found["maxmemory-policy"] = str(memory["maxmemory_policy"])
+        return found
+
+    @contextmanager
+    def _unchecked_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._errors_caught as exc:
+            raise StoreUnavailable(
+                f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _check_persistence_once(self) -> None:
+        """Log :meth:`persistence_warnings` once per store, never failing the caller."""
+        with self._persistence_lock:
+            if not self._persistence_pending:
+                return
+            self._persistence_pending = False
+        try:
+            problems = self.persistence_warnings()
+        except StoreUnavailable:
+            self._persistence_pending = True  # unreachable now: look again on the next use
+            return
+        except Exception:  # a check must never break a side effect
+            logger.warning("bailing: could not check the persistence of the Redis idempotency "
+                           "store at %s", self.display, exc_info=True)
+            return
+        for problem in problems:
+            logger.warning("bailing: %s", problem)
 
     def _key(self, key: str) -> str:
         return self._entry_ns + key
@@ -380,6 +565,12 @@ class RedisStore(IdempotencyStore):
                     ],
                 )
             )
+
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            return bool(self._mark_uncertain(keys=[self._key(key)],
+                                             args=[_num(self.clock()), token, note]))
 
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
@@ -504,8 +695,100 @@ class RedisStore(IdempotencyStore):
         A client passed in belongs to the caller and is left open.
         """
         if self._owns_client:
-            with self._errors():
+            with self._unchecked_errors():
                 self._client.close()
+
+
+    # --- business approvals -----------------------------------------------------
+
+    def _approval_key(self, approval_id: int) -> str:
+        return f"{self._approval_ns}{approval_id}"
+
+    def _live_approvals(self, ids: Iterable[int]) -> builtins.list[ApprovalRecord]:
+        ids = list(ids)
+        if not ids:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for approval_id in ids:
+            pipe.hgetall(self._approval_key(approval_id))
+        now = self.clock()
+        records = []
+        for approval_id, fields in zip(ids, pipe.execute()):
+            if fields and b"request" in fields:
+                record = _approval_from_hash(approval_id, fields)
+                if record.is_live(now):
+                    records.append(record)
+        return sorted(records, key=lambda r: (r.received_at, r.approval_id))
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        keep = retention(retention_seconds)
+        now = self.clock()
+        with self._errors():
+            flat = self._add_approval(
+                keys=[self._approval_key(record.approval_id),
+                      self._approval_job_ns + record.job_id],
+                args=[_num(now), _num(now + keep), _millis(keep), record.job_id, record.tool,
+                      encode_request(record), record.approval_id],
+            )
+        return _approval_from_hash(record.approval_id, _pairs(flat))
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        keep = retention(retention_seconds)
+        now = self.clock()
+        with self._errors():
+            flat = self._record_decision(
+                keys=[self._approval_key(approval_id)],
+                args=[_num(now), status, decision_id, approver, _num(now + keep), _millis(keep),
+                      self._approval_job_ns],
+            )
+        return _approval_from_hash(approval_id, _pairs(flat)) if flat else None
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        with self._errors():
+            found = self._live_approvals([approval_id])
+        return found[0] if found else None
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        with self._errors():
+            members = self._client.smembers(self._approval_job_ns + job_id)
+            records = self._live_approvals(sorted(int(m) for m in members))
+        return [r for r in records if r.tool == tool]
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        """Live records, oldest first; scans the approval keys (for operators and pages)."""
+        _check_limit(limit)
+        found: dict[int, ApprovalRecord] = {}
+        with self._errors():
+            for _cursor, keys in self._scan(_glob_escape(self._approval_ns) + "*"):
+                ids = []
+                for key in keys:
+                    tail = key.decode("utf-8")[len(self._approval_ns):]
+                    if tail.isdigit():
+                        ids.append(int(tail))
+                for record in self._live_approvals(ids):
+                    if status is None or record.status == status:
+                        found[record.approval_id] = record
+        return sorted(found.values(), key=lambda r: (r.received_at, r.approval_id))[:limit]
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection or timeout problem (as opposed to a refused command)."""
+    import redis
+
+    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
 
 
 def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:

@@ -24,6 +24,7 @@ when the store object is built, so configuring an app touches no disk.
 
 from __future__ import annotations
 
+import builtins
 import os
 import sqlite3
 import threading
@@ -33,6 +34,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigurationError
+from .approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    check_approval_id,
+    check_decision,
+    decode_record,
+    encode_request,
+    retention,
+)
 from .base import (
     RESOLVED_TOKEN,
     Clock,
@@ -84,6 +94,29 @@ CREATE TABLE IF NOT EXISTS bailing_signatures (
 CREATE INDEX IF NOT EXISTS bailing_signatures_expires_at
     ON bailing_signatures (expires_at);
 """
+
+#: Created on first use by the approval methods (``IF NOT EXISTS``, so files
+#: written by an earlier version gain it without a schema version bump).
+_APPROVALS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bailing_approvals (
+    approval_id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    status TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    request TEXT NOT NULL,
+    decision_id TEXT,
+    approver TEXT,
+    decided_at REAL
+);
+CREATE INDEX IF NOT EXISTS bailing_approvals_job ON bailing_approvals (job_id, tool);
+CREATE INDEX IF NOT EXISTS bailing_approvals_received ON bailing_approvals (received_at);
+"""
+_APPROVAL_COLUMNS = (
+    "approval_id, job_id, tool, status, received_at, expires_at, request, decision_id, approver, "
+    "decided_at"
+)
 
 _COLUMNS = (
     "key, state, token, created_at, lease_expires_at, expires_at, meta, "
@@ -377,6 +410,17 @@ class SQLiteStore(IdempotencyStore):
             )
             return True
 
+    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        _check_key(key)
+        with self._errors():
+            now = self.clock()
+            cursor = self._connection().execute(
+                "UPDATE bailing_idempotency SET lease_expires_at = MIN(lease_expires_at, ?), "
+                "note = ? WHERE key = ? AND token = ? AND state = 'in_progress' AND expires_at > ?",
+                (now, note, key, token, now),
+            )
+            return cursor.rowcount == 1
+
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
         with self._errors():
@@ -487,6 +531,113 @@ class SQLiteStore(IdempotencyStore):
                 item = self._connections.pop(ident, None)
                 if item is not None:
                     _close_quietly(item[2])
+
+
+    # --- business approvals -----------------------------------------------------
+
+    def _approvals_connection(self) -> sqlite3.Connection:
+        conn = self._connection()
+        if not getattr(self, "_approvals_ready", False):
+            with self._write() as writer:
+                for statement in _APPROVALS_SCHEMA.split(";"):
+                    if statement.strip():
+                        writer.execute(statement)
+            self._approvals_ready = True
+        return conn
+
+    @staticmethod
+    def _approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
+        approval_id, job_id, tool, status, received_at, expires_at, request = row[:7]
+        decision_id, approver, decided_at = row[7:]
+        return decode_record(
+            approval_id, job_id, tool, request, status=status, received_at=received_at,
+            expires_at=expires_at, decision_id=decision_id, approver=approver, decided_at=decided_at,
+        )
+
+    def _select_approval(self, conn: sqlite3.Connection, approval_id: int, now: float
+                         ) -> ApprovalRecord | None:
+        row = conn.execute(
+            f"SELECT {_APPROVAL_COLUMNS} FROM bailing_approvals "
+            "WHERE approval_id = ? AND expires_at > ?",
+            (approval_id, now),
+        ).fetchone()
+        return None if row is None else self._approval_from_row(row)
+
+    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+        keep = retention(retention_seconds)
+        with self._errors():
+            self._approvals_connection()
+            with self._write() as conn:
+                now = self.clock()
+                existing = self._select_approval(conn, record.approval_id, now)
+                if existing is not None:
+                    return existing
+                conn.execute(
+                    "DELETE FROM bailing_approvals WHERE rowid IN (SELECT rowid FROM "
+                    "bailing_approvals WHERE expires_at <= ? LIMIT 100)", (now,),
+                )
+                conn.execute(
+                    f"INSERT OR REPLACE INTO bailing_approvals ({_APPROVAL_COLUMNS}) "
+                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, NULL, NULL, NULL)",
+                    (record.approval_id, record.job_id, record.tool, now, now + keep,
+                     encode_request(record)),
+                )
+                stored = self._select_approval(conn, record.approval_id, now)
+                assert stored is not None
+                return stored
+
+    def record_decision(
+        self,
+        approval_id: int,
+        *,
+        status: ApprovalStatus,
+        decision_id: str,
+        approver: str,
+        retention_seconds: float,
+    ) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        keep = retention(retention_seconds)
+        with self._errors():
+            self._approvals_connection()
+            with self._write() as conn:
+                now = self.clock()
+                record = self._select_approval(conn, approval_id, now)
+                if record is None or record.status != "pending":
+                    return record
+                conn.execute(
+                    "UPDATE bailing_approvals SET status = ?, decision_id = ?, approver = ?, "
+                    "decided_at = ?, expires_at = MAX(expires_at, ?) WHERE approval_id = ?",
+                    (status, decision_id, approver, now, now + keep, approval_id),
+                )
+                return self._select_approval(conn, approval_id, now)
+
+    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        check_approval_id(approval_id)
+        with self._errors():
+            return self._select_approval(self._approvals_connection(), approval_id, self.clock())
+
+    def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
+        with self._errors():
+            rows = self._approvals_connection().execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM bailing_approvals WHERE job_id = ? AND tool = ? "
+                "AND expires_at > ? ORDER BY received_at, approval_id",
+                (job_id, tool, self.clock()),
+            ).fetchall()
+        return [self._approval_from_row(row) for row in rows]
+
+    def list_approvals(
+        self, *, status: ApprovalStatus | None = None, limit: int = 100
+    ) -> builtins.list[ApprovalRecord]:
+        _check_limit(limit)
+        where = "" if status is None else " AND status = :status"
+        with self._errors():
+            rows = self._approvals_connection().execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM bailing_approvals WHERE expires_at > :now"
+                f"{where} ORDER BY received_at, approval_id LIMIT :limit",
+                {"now": self.clock(), "status": status, "limit": limit},
+            ).fetchall()
+        return [self._approval_from_row(row) for row in rows]
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:

@@ -25,6 +25,15 @@ drift from it:
     The ``--help`` text of a ``flask bailing`` command, rendered from the
     click command object. With ``:optional:``, a command that this version
     does not have renders nothing instead of failing the build.
+
+``.. bailing-audit-fields::``
+    The fields of an audit record (:data:`bailing_flask.audit.AUDIT_FIELD_DOCS`).
+
+``.. bailing-json::``
+    The JSON of a Python expression, evaluated with the builders of
+    :mod:`bailing_flask.hub_payloads` and the samples below in scope
+    (``JOB``, ``capability(...)``), so the payloads shown are the ones the
+    package builds and its typed models read.
 """
 
 from __future__ import annotations
@@ -177,7 +186,8 @@ class ReasonsDirective(SphinxDirective):
         self.env.note_dependency(_module_file("bailing_flask.errors"))
         self.env.note_dependency(_module_file("bailing_flask.responses"))
         # statuses the middleware gives (SignatureError(reason, status)); 401 unless a body problem
-        middleware_status = {"body_too_large": 413, "malformed_body": 400}
+        # or no secret configured
+        middleware_status = {"body_too_large": 413, "malformed_body": 400, "not_configured": 503}
         rows: list[list[nodes.Node]] = []
         seen: list[str] = []
         for reason in list(REASON_MESSAGES) + [r for r in REASON_STATUS if r not in REASON_MESSAGES]:
@@ -376,6 +386,87 @@ class CliDirective(SphinxDirective):
         return [block]
 
 
+# -- audit fields ---------------------------------------------------------------------
+
+
+class AuditFieldsDirective(SphinxDirective):
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from bailing_flask.audit import AUDIT_FIELD_DOCS
+
+        self.env.note_dependency(_module_file("bailing_flask.audit"))
+        rows: list[list[nodes.Node]] = []
+        for name, doc in AUDIT_FIELD_DOCS.items():
+            key = nodes.paragraph()
+            key += nodes.literal(name, name)
+            text = nodes.paragraph()
+            text.extend(_text_with_literals(doc))
+            rows.append([key, text])
+        return [_table(["Field", "Meaning"], [20, 80], rows)]
+
+
+# -- example payloads -------------------------------------------------------------------
+
+
+def _sample_namespace() -> dict[str, Any]:
+    from bailing_flask import hub_payloads
+
+    job = hub_payloads.job_record(
+        job_id="7d7f0c5e-2b8a-4f7e-9d43-1c2a9e5b6f10", request_id="crm-ticket-4711",
+        subject="t1:u1", callback_url="https://shop.example.com/.well-known/bailing/callbacks/job",
+        created_at="2024-06-10T06:13:20.000Z", updated_at="2024-06-10T06:13:25.412Z",
+        text="退款申请已提交：订单 1001，金额 12.50。",
+    )
+    job["session_id"] = "3f6d2a9c-8b1e-4c57-a0d2-5e9f7b3c1a84"
+
+    def capability(**options: Any) -> dict[str, Any]:
+        from flask import Flask
+
+        from bailing_flask import Bailing, Param, tool
+
+        app = Flask("docs_example")
+        app.config.update(BAILING_SECRETS=["x" * 40], BAILING_STORE="memory://")
+        bailing = Bailing(app)
+        bailing.authorizer(lambda call: True)
+
+        @app.post("/api/refunds/<int:request_id>/execute")
+        @tool(name="refund_execute", params=[Param("request_id", location="path",
+                                                    description="The refund request to pay out.")],
+              **options)
+        def refund_execute(request_id: int) -> Any:
+            """Pay out a submitted refund request."""
+            return {}
+
+        operation = Bailing.state(app).catalog().document["paths"][
+            "/api/refunds/{request_id}/execute"]["post"]
+        return {"operationId": operation["operationId"],
+                "x-agent-capability": operation["x-agent-capability"]}
+
+    return {**{name: getattr(hub_payloads, name) for name in hub_payloads.__all__},
+            "JOB": job, "capability": capability}
+
+
+class JsonDirective(SphinxDirective):
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        import json
+
+        self.env.note_dependency(_module_file("bailing_flask.hub_payloads"))
+        expression = "\n".join(self.content)
+        try:
+            value = eval(expression, _sample_namespace())  # noqa: S307 - the docs' own text
+        except Exception as exc:
+            logger.warning("bailing-json: %s: %s", type(exc).__name__, exc,
+                           location=(self.env.docname, self.lineno))
+            return []
+        text = json.dumps(value, ensure_ascii=False, indent=2)
+        block = nodes.literal_block(text, text)
+        block["language"] = "json"
+        return [block]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_crossref_type("setting", "setting", indextemplate="pair: %s; configuration key")
     app.add_crossref_type("finding", "finding", indextemplate="pair: %s; finding code")
@@ -383,5 +474,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("bailing-settings", SettingsDirective)
     app.add_directive("bailing-reasons", ReasonsDirective)
     app.add_directive("bailing-cli", CliDirective)
+    app.add_directive("bailing-audit-fields", AuditFieldsDirective)
+    app.add_directive("bailing-json", JsonDirective)
     app.connect("missing-reference", _missing_setting)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,318 @@
+"""The audit record: one JSON object per tool call, and per refused signature.
+
+Every tool call that reaches the gate leaves exactly one record, whether it
+was refused, ran, answered an error or raised; so does every signed request
+the middleware refuses before Flask routes it, and every hub callback whose
+signature is refused. A record is
+
+* logged as one line of JSON on the logger ``bailing_flask.audit`` at
+  ``INFO`` (and attached to the log record as ``record.bailing``);
+* sent as the :data:`~bailing_flask.signals.audit_record` signal;
+* handed to OpenTelemetry when :mod:`bailing_flask.otel` is enabled.
+
+The field names are stable (:data:`AUDIT_FIELDS`); every record has all of
+them. Argument *values* appear only with ``BAILING_AUDIT_ARGUMENT_VALUES``
+and never for ``sensitive`` tools; an exception is recorded by its class,
+never its message (which may quote data); a request body never appears.
+When nobody reads records (the logger is not enabled for ``INFO``, no
+receiver, no telemetry) none is built.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flask import current_app, request
+from werkzeug.exceptions import HTTPException
+
+from .signals import audit_record, signature_refused
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import ToolCall
+    from .errors import SignatureError
+    from .extension import BailingState
+    from .registry import Tool
+    from .wsgi import VerifiedCall
+
+__all__ = [
+    "AUDIT_FIELDS",
+    "AUDIT_FIELD_DOCS",
+    "AUDIT_LOGGER",
+    "TelemetryHook",
+    "exception_status",
+    "gate_record",
+    "emit",
+    "signature_refusal",
+    "callback_refusal",
+]
+
+#: The logger audit records are written to, one JSON object per line.
+AUDIT_LOGGER = "bailing_flask.audit"
+audit_logger = logging.getLogger(AUDIT_LOGGER)
+logger = logging.getLogger("bailing_flask")
+
+#: What each field of a record means; every record has all of them, in this
+#: order (``null`` when not known). Event-specific extras follow them:
+#: ``expected`` on ``signature_refused`` (the hub's own negative probe of a
+#: catalog refresh, refused on purpose) and ``callback`` on
+#: ``callback_refused`` (``job``, ``delivery`` or ``approval``).
+AUDIT_FIELD_DOCS: dict[str, str] = {
+    "event": "`tool_call` (reached the gate), `signature_refused` (refused by the middleware) "
+             "or `callback_refused` (a hub POST whose signature or size was refused).",
+    "time": "When the record was written: UTC, ISO 8601 with milliseconds.",
+    "tool": "The tool name; null when the request matched no tool.",
+    "scope": "The tool's scope from this app's declaration (never the unsigned header).",
+    "method": "The HTTP method.",
+    "path": "The tool's path template (`/api/orders/{order_id}`), else the request path; "
+            "never the query.",
+    "job_id": "The signed job id; for refusals the claimed one, cut at 64 characters.",
+    "subject": "The signed acting subject; null when anonymous or not verified.",
+    "client": "`X-Bailing-Client` as sent (unsigned: informational only).",
+    "key_label": "Label of the secret that verified the call (never the secret).",
+    "verified": "Whether the signature was verified.",
+    "status": "The HTTP status answered (for a view that raised: what the app's error "
+              "handler answered, else 500).",
+    "reason": "The refusal reason code; `view_status` when the view answered 400 or more; "
+              "`view_raised` when it raised; null for a success.",
+    "error": "The exception's class (`module.Class`) when the view raised; never its message.",
+    "duration_ms": "Milliseconds from the gate to the answer.",
+    "replayed": "Answered from the idempotency store (a repeated side effect).",
+    "approval_id": "The business approval that admitted the call (`business_approval` tools).",
+    "arguments": "The argument names, sorted; a name -> value object instead with "
+                 "`BAILING_AUDIT_ARGUMENT_VALUES` for tools that are not `sensitive`; null when "
+                 "the call was refused before its arguments were validated.",
+}
+AUDIT_FIELDS: tuple[str, ...] = tuple(AUDIT_FIELD_DOCS)
+
+#: Where the gate keeps the telemetry handle of the call in flight.
+SPAN_KEY = "bailing.span"
+#: Where the gate keeps the time it started deciding on the call.
+STARTED_KEY = "bailing.started"
+#: Where the gate leaves the record of a view that raised, until the answer is known.
+FAILED_KEY = "bailing.failed"
+#: Where the approval check notes the approval that admitted a call.
+APPROVAL_KEY = "bailing.approval_id"
+_MAX_CLAIMED = 64
+_MAX_PATH = 200
+
+
+class TelemetryHook(Protocol):
+    """What the gate needs from a telemetry backend (see :mod:`bailing_flask.otel`)."""
+
+    def start(self, tool: Tool, verified: VerifiedCall | None) -> Any:
+        """Begin the call's span; the result is handed back to :meth:`finish`."""
+
+    def finish(self, handle: Any, record: Mapping[str, Any]) -> None:
+        """End the call's span with what the record says, and count the call."""
+
+    def refused(self, record: Mapping[str, Any]) -> None:
+        """Record a refusal that never reached the gate."""
+
+
+def _now() -> str:
+    now = _dt.datetime.now(_dt.timezone.utc)
+    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json_default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _json(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+def wanted(state: BailingState) -> bool:
+    """Whether anybody reads audit records (else none is built)."""
+    return (
+        state.telemetry is not None
+        or bool(audit_record.receivers)
+        or audit_logger.isEnabledFor(logging.INFO)
+    )
+
+
+def exception_status(exc: BaseException) -> int:
+    """The status Flask answers for an exception raised by a view."""
+    if isinstance(exc, HTTPException) and exc.code is not None:
+        return int(exc.code)
+    return 500
+
+
+def exception_name(exc: BaseException) -> str:
+    """``module.Class`` of an exception: its class, never its message."""
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+
+
+def gate_record(
+    tool: Tool,
+    verified: VerifiedCall | None,
+    status: int,
+    duration_ms: float | None,
+    reason: str | None,
+    call: ToolCall | None,
+    *,
+    values: bool = False,
+    error: str | None = None,
+    replayed: bool = False,
+) -> dict[str, Any]:
+    """The record of one call that reached the gate."""
+    arguments: Any = None
+    if call is not None:
+        if values:
+            arguments = json.loads(json.dumps(dict(call.args), default=_json_default))
+        else:
+            arguments = sorted(call.args)
+    return {
+        "event": "tool_call",
+        "time": _now(),
+        "tool": tool.name,
+        "scope": tool.scope,
+        "method": request.method,
+        "path": tool.path,
+        "job_id": verified.job_id if verified else None,
+        "subject": verified.subject if verified else None,
+        "client": verified.unsigned.client if verified else None,
+        "key_label": verified.key_label if verified else None,
+        "verified": verified is not None,
+        "status": status,
+        "reason": reason,
+        "error": error,
+        "duration_ms": None if duration_ms is None else round(duration_ms, 2),
+        "replayed": replayed,
+        "approval_id": request.environ.get(APPROVAL_KEY),
+        "arguments": arguments,
+    }
+
+
+def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate: bool = True) -> None:
+    """Log, signal and trace one record. Never raises into the request."""
+    if audit_logger.isEnabledFor(logging.INFO):
+        audit_logger.info("%s", _json(record), extra={"bailing": record})
+    if audit_record.receivers:
+        audit_record.send(state.app, record=record)
+    telemetry = state.telemetry
+    if telemetry is not None:
+        try:
+            if gate:
+                telemetry.finish(span, record)
+            else:
+                telemetry.refused(record)
+        except Exception:  # telemetry must never break a call
+            state.warn_once("telemetry_failed", "bailing: recording telemetry failed",
+                            level=logging.ERROR, exc_info=True)
+
+
+def finish_failed(environ: dict[str, Any], status: int | None) -> None:
+    """Write the record of a view that raised, with the status finally answered.
+
+    Called after the app's error handler produced a response (``status``),
+    or at teardown when none was produced (``None``: the default status).
+    """
+    pending = environ.pop(FAILED_KEY, None)
+    if pending is not None:
+        pending(status)
+
+
+# --- refusals that never reach the gate ------------------------------------------------
+
+
+def _tool_for(state: BailingState, environ: Mapping[str, Any]) -> Tool | None:
+    """The tool a refused request was addressed to, if its method and path name one."""
+    try:
+        adapter = state.app.url_map.bind_to_environ(environ)  # type: ignore[arg-type]
+        rule, _ = adapter.match(return_rule=True)
+    except HTTPException:
+        return None
+    return state.registry().lookup(rule.endpoint, str(environ.get("REQUEST_METHOD", "GET")).upper())
+
+
+def _claimed(environ: Mapping[str, Any], key: str) -> str | None:
+    value = environ.get(key)
+    return None if value is None else str(value)[:_MAX_CLAIMED]
+
+
+def signature_refusal(
+    state: BailingState, error: SignatureError, environ: Mapping[str, Any], path: str
+) -> None:
+    """Audit and signal a request the middleware refused (called by the middleware)."""
+    if not (wanted(state) or signature_refused.receivers):
+        return
+    with state.app.app_context():
+        tool = _tool_for(state, environ)
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        tool_info = None
+        if tool is not None:
+            from .authz import tool_info as _info
+
+            tool_info = _info(tool)
+        if signature_refused.receivers:
+            signature_refused.send(state.app, kind="tool", reason=error.reason, status=error.status,
+                                   method=method, path=path[:_MAX_PATH], tool=tool_info)
+        if wanted(state):
+            record: dict[str, Any] = {
+                "event": "signature_refused",
+                "time": _now(),
+                "tool": tool.name if tool else None,
+                "scope": tool.scope if tool else None,
+                "method": method,
+                "path": tool.path if tool else path[:_MAX_PATH],
+                "job_id": _claimed(environ, "HTTP_X_BAILING_JOB_ID"),
+                "subject": None,
+                "client": _claimed(environ, "HTTP_X_BAILING_CLIENT"),
+                "key_label": None,
+                "verified": False,
+                "status": error.status,
+                "reason": error.reason,
+                "error": None,
+                "duration_ms": None,
+                "replayed": False,
+                "approval_id": None,
+                "arguments": None,
+                # the hub's own negative probe of every catalog refresh: refused on purpose
+                "expected": path == state.middleware.catalog_path
+                and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64,
+            }
+            emit(state, record, gate=False)
+
+
+def callback_refusal(state: BailingState, kind: str, error: SignatureError) -> None:
+    """Audit and signal a hub callback whose signature (or size) was refused."""
+    if signature_refused.receivers:
+        signature_refused.send(current_app._get_current_object(),  # type: ignore[attr-defined]
+                               kind="callback", reason=error.reason, status=error.status,
+                               method=request.method, path=request.path[:_MAX_PATH], tool=None)
+    if wanted(state):
+        emit(state, {
+            "event": "callback_refused",
+            "time": _now(),
+            "tool": None,
+            "scope": None,
+            "method": request.method,
+            "path": request.path[:_MAX_PATH],
+            "job_id": None,
+            "subject": None,
+            "client": None,
+            "key_label": None,
+            "verified": False,
+            "status": error.status,
+            "reason": error.reason,
+            "error": None,
+            "duration_ms": None,
+            "replayed": False,
+            "approval_id": None,
+            "arguments": None,
+            "callback": kind,
+        }, gate=False)

@@ -1,0 +1,254 @@
+"""Living with the extensions a legacy Flask app already has.
+
+A tool endpoint in an existing app sits behind the app's own machinery:
+``before_request`` guards, Flask-Login's ``login_required``, Flask-WTF's
+CSRF check, Flask-Limiter. Each was written for browsers and gets a hub
+call wrong in its own way. The helpers here let each of them recognise a
+hub call with one line, and only a hub call:
+
+* :func:`is_tool_call`: the request carries a verified hub signature and is
+  routed to a declared tool (the gate still decides whether it runs);
+* :func:`is_hub_request`: that, or a request to one of the package's own
+  endpoints (catalog, authorization probe, callbacks), which check their
+  own signatures;
+* :func:`rate_limit_key`: a Flask-Limiter ``key_func`` with one bucket per
+  acting subject for tool calls;
+* :class:`FlaskLoginBridge` (through :meth:`Bailing.bridge_flask_login
+  <bailing_flask.Bailing.bridge_flask_login>`): Flask-Login's
+  ``current_user`` is the subject loader's user for an admitted call, and
+  only for one;
+* :func:`exempt_tool_calls_from_csrf`: Flask-WTF's ``CSRFProtect`` skips
+  verified tool calls and nothing else (installed automatically).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, current_app, g, has_request_context, request
+
+from .context import TOOL_CALL_KEY, ToolCall
+from .responses import ErrorInfo
+from .wsgi import ENVIRON_KEY, VerifiedCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .extension import BailingState
+
+__all__ = [
+    "is_tool_call",
+    "is_hub_request",
+    "rate_limit_key",
+    "FlaskLoginBridge",
+    "exempt_tool_calls_from_csrf",
+]
+
+logger = logging.getLogger("bailing_flask")
+
+_IS_TOOL_CALL_KEY = "bailing.is_tool_call"
+#: Set in the environ when the Flask-Login bridge put a user into this request.
+LOGIN_BRIDGED_KEY = "bailing.login_bridged"
+_PATCHED_ATTR = "__bailing_patched__"
+
+
+def _state() -> BailingState | None:
+    return current_app.extensions.get("bailing")  # type: ignore[no-any-return,unused-ignore]
+
+
+def is_tool_call() -> bool:
+    """Whether this request is a hub call to one of the app's declared tools.
+
+    True exactly when the request's hub signature verified and its route
+    (endpoint and method) is a declared tool, from the app's first
+    ``before_request`` function on. **Not yet authorized there**: the gate,
+    which runs after the ``before_request`` functions, still checks the
+    subject, the arguments and the authorization, and refuses with its own
+    answer. So a guard may step aside for it, and must grant nothing::
+
+        @app.before_request
+        def require_session():
+            if bailing_flask.is_tool_call():
+                return None          # the gate decides
+            if "user_id" not in session:
+                return jsonify(error="login required"), 401
+
+    False outside a request, for unsigned requests, for signed requests to
+    routes that are not tools, and for the package's own endpoints (see
+    :func:`is_hub_request`).
+    """
+    if not has_request_context():
+        return False
+    environ = request.environ
+    cached = environ.get(_IS_TOOL_CALL_KEY)
+    if cached is not None:
+        return bool(cached)
+    verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
+    result = False
+    if verified is not None and verified.kind == "tool" and request.url_rule is not None:
+        state = _state()
+        if state is not None:
+            try:
+                result = state.registry().lookup(request.url_rule.endpoint, request.method) is not None
+            except Exception:  # the gate answers catalog_unavailable for such a request
+                logger.debug("bailing: is_tool_call: the registry could not be built", exc_info=True)
+    environ[_IS_TOOL_CALL_KEY] = result
+    return result
+
+
+def is_hub_request() -> bool:
+    """:func:`is_tool_call`, or a request to one of the package's own endpoints.
+
+    The catalog, the authorization probe and the callback endpoints verify
+    their requests themselves (and refuse what is not signed), so a guard
+    in front of the whole app can step aside for them as well::
+
+        if bailing_flask.is_hub_request():
+            return None
+    """
+    if is_tool_call():
+        return True
+    if not has_request_context() or request.url_rule is None:
+        return False
+    state = _state()
+    if state is None:
+        return False
+    return current_app.blueprints.get(request.blueprint or "") in state.blueprints
+
+
+def rate_limit_key() -> str:
+    """A Flask-Limiter ``key_func``: one bucket per acting subject for hub calls.
+
+    Every hub call comes from the hub's address, so keying on the remote
+    address puts all of the hub's users into one bucket. For a tool call
+    (:func:`is_tool_call`) the key is the **signed** subject; anonymous hub
+    calls share one bucket (``bailing:anonymous``), so minting new jobs does
+    not buy new quota. Every other request is keyed on its remote address,
+    as Flask-Limiter's ``get_remote_address`` does::
+
+        limiter = Limiter(key_func=bailing_flask.rate_limit_key, app=app)
+    """
+    if is_tool_call():
+        verified: VerifiedCall = request.environ[ENVIRON_KEY]
+        return f"bailing:subject:{verified.subject}" if verified.subject else "bailing:anonymous"
+    return request.remote_addr or "127.0.0.1"
+
+
+# -- Flask-WTF -----------------------------------------------------------------------
+
+
+def exempt_tool_calls_from_csrf(app: Flask) -> bool:
+    """Let Flask-WTF's ``CSRFProtect`` of ``app`` skip verified tool calls.
+
+    A hub call carries no CSRF token (and no cookie a token could be bound
+    to); its signature already proves who sent it. Only the request is
+    exempted, never the view: an unsigned browser POST to the same route is
+    still checked. The package's own endpoints (the authorization probe and
+    the callbacks, which the hub POSTs to) are skipped as well: they use no
+    cookie and verify their own signatures (:func:`is_hub_request`).
+    ``Bailing`` calls this itself (setting ``BAILING_CSRF_EXEMPT``),
+    whichever of the two was initialised first. Returns whether a
+    ``CSRFProtect`` was found.
+    """
+    csrf = app.extensions.get("csrf")
+    if csrf is None or not callable(getattr(csrf, "protect", None)):
+        return False
+    if getattr(csrf.protect, _PATCHED_ATTR, False):
+        return True
+    original = csrf.protect
+
+    @functools.wraps(original)
+    def protect(*args: Any, **kwargs: Any) -> Any:
+        if is_hub_request():
+            return None
+        return original(*args, **kwargs)
+
+    setattr(protect, _PATCHED_ATTR, True)
+    csrf.protect = protect
+    return True
+
+
+# -- Flask-Login ------------------------------------------------------------------------
+
+
+def _admitted_call() -> ToolCall | None:
+    if not has_request_context():
+        return None
+    call: ToolCall | None = request.environ.get(TOOL_CALL_KEY)
+    if call is None or not call.authorized:
+        return None
+    return call
+
+
+def _hub_refusal(reason: str) -> Response | None:
+    """The package's JSON refusal when a Flask-Login check fails for an admitted hub call."""
+    if _admitted_call() is None:
+        return None
+    state = _state()
+    if state is None:
+        return None
+    return state.error_response(ErrorInfo.make(reason))
+
+
+class FlaskLoginBridge:
+    """Make Flask-Login's ``current_user`` the subject loader's user, for admitted calls only.
+
+    Installed with :meth:`Bailing.bridge_flask_login
+    <bailing_flask.Bailing.bridge_flask_login>`. When the gate admits a hub
+    call (signature, subject, arguments and authorization all passed), the
+    user the subject loader returned becomes ``current_user`` for this one
+    request (``None`` becomes Flask-Login's anonymous user). Nothing else
+    changes: no ``login_user()``, no session write, no remember cookie; a
+    signed request to a route that is not a tool, or a refused call, never
+    gets a user; and the user is removed when the request ends.
+
+    For admitted hub calls, Flask-Login's failures become the package's JSON
+    refusals instead of a redirect to the login page: ``login_required`` on
+    an anonymous user answers ``403 login_required``, and
+    ``fresh_login_required`` always answers ``403 fresh_login_required``
+    (a hub call is never a fresh login).
+    """
+
+    def __init__(self, login_manager: Any) -> None:
+        if not hasattr(login_manager, "anonymous_user"):
+            raise TypeError(f"expected a flask_login.LoginManager, got {login_manager!r}")
+        self.login_manager = login_manager
+        self._patch()
+
+    def _patch(self) -> None:
+        manager = self.login_manager
+        for name, reason in (("unauthorized", "login_required"), ("needs_refresh", "fresh_login_required")):
+            original = getattr(manager, name)
+            if getattr(original, _PATCHED_ATTR, False):
+                continue
+
+            def answer(*args: Any, _original: Callable[..., Any] = original, _reason: str = reason,
+                       **kwargs: Any) -> Any:
+                refusal = _hub_refusal(_reason)
+                if refusal is not None:
+                    return refusal
+                return _original(*args, **kwargs)
+
+            functools.update_wrapper(answer, original)
+            setattr(answer, _PATCHED_ATTR, True)
+            setattr(manager, name, answer)
+
+    def admit(self, call: ToolCall) -> None:
+        """Called by the gate for every admitted call of an app that has this bridge."""
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        manager: Any = self.login_manager
+        if id(getattr(app, "login_manager", None)) != id(manager):  # another app's manager
+            return
+        anonymous: Callable[[], Any] = manager.anonymous_user
+        user = call.user if call.user is not None else anonymous()
+        # what Flask-Login's own loaders end with; replaces a user an earlier
+        # before_request function may already have loaded for this request
+        g._login_user = user
+        request.environ[LOGIN_BRIDGED_KEY] = True
+
+
+def forget_bridged_user(exc: BaseException | None = None) -> None:
+    """``teardown_request``: the bridged user never outlives its request (shared app contexts)."""
+    if has_request_context() and request.environ.get(LOGIN_BRIDGED_KEY):
+        g.pop("_login_user", None)

@@ -1,0 +1,169 @@
+"""Approval requests this app received, and the decisions it sent, as the stores keep them.
+
+A business that approves tool calls itself (the hub POSTs it the approval
+request; it answers with a decision) records both here, so that a tool
+declared with ``business_approval=True`` can later check that *this app*
+approved *this call* (see :mod:`bailing_flask.approvals`). Every store
+keeps them next to its idempotency entries, with the same clock rules: a
+record is live while ``clock() < expires_at``.
+
+The life of one record, keyed by the hub's ``approval_id``:
+
+``add_approval`` -> ``pending`` -> ``record_decision`` -> ``approved`` or
+``denied`` (final: a later, different decision leaves it as it is, exactly
+as the hub answers it with a conflict).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["ApprovalRecord", "ApprovalStatus", "DECIDED"]
+
+ApprovalStatus = Literal["pending", "approved", "denied"]
+#: The statuses a decision may set.
+DECIDED = ("approved", "denied")
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """One approval request as received, and this app's decision on it.
+
+    :param args: the arguments the hub asked about: an object, or (when
+        they were longer than the hub sends) their JSON text cut at 1,000
+        characters; ``args_hash`` always covers all of them.
+    :param details: what a person deciding wants to see (route, scope,
+        risk, policy, reason, summary, method, path); never used to decide.
+    """
+
+    approval_id: int
+    job_id: str
+    request_id: str
+    tool: str
+    args_hash: str
+    subject: str | None = None
+    args: dict[str, Any] | str = field(default_factory=dict)
+    variant: str = "tool_approval_request"
+    details: dict[str, Any] = field(default_factory=dict)
+    status: ApprovalStatus = "pending"
+    decision_id: str | None = None
+    approver: str | None = None
+    #: Unix seconds by the store's clock (set by the store).
+    received_at: float = 0.0
+    decided_at: float | None = None
+    expires_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.approval_id, bool) or not isinstance(self.approval_id, int) or (
+            self.approval_id < 1
+        ):
+            raise ValueError("approval_id must be a positive integer.")
+        for name in ("job_id", "request_id", "tool", "args_hash"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string.")
+        if self.status not in ("pending", *DECIDED):
+            raise ValueError("status must be 'pending', 'approved' or 'denied'.")
+
+    @property
+    def args_truncated(self) -> bool:
+        """True when the hub sent the arguments cut, as text."""
+        return isinstance(self.args, str)
+
+    def is_live(self, now: float) -> bool:
+        return now < self.expires_at
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (for listings, the CLI and pages)."""
+        return {
+            "approval_id": self.approval_id,
+            "job_id": self.job_id,
+            "request_id": self.request_id,
+            "tool": self.tool,
+            "subject": self.subject,
+            "args": self.args,
+            "args_truncated": self.args_truncated,
+            "args_hash": self.args_hash,
+            "variant": self.variant,
+            "details": dict(self.details),
+            "status": self.status,
+            "decision_id": self.decision_id,
+            "approver": self.approver,
+            "received_at": self.received_at,
+            "decided_at": self.decided_at,
+            "expires_at": self.expires_at,
+        }
+
+
+def encode_request(record: ApprovalRecord) -> str:
+    """The parts of a record that never change after it was received, as JSON."""
+    return json.dumps(
+        {
+            "request_id": record.request_id,
+            "subject": record.subject,
+            "args": record.args,
+            "args_hash": record.args_hash,
+            "variant": record.variant,
+            "details": record.details,
+        },
+        ensure_ascii=True,
+        separators=(",", ":"),
+    )
+
+
+def decode_record(
+    approval_id: int,
+    job_id: str,
+    tool: str,
+    request: str | bytes,
+    *,
+    status: str,
+    received_at: float,
+    expires_at: float,
+    decision_id: str | None,
+    approver: str | None,
+    decided_at: float | None,
+) -> ApprovalRecord:
+    data = json.loads(request)
+    return ApprovalRecord(
+        approval_id=int(approval_id),
+        job_id=job_id,
+        request_id=data["request_id"],
+        tool=tool,
+        args_hash=data["args_hash"],
+        subject=data.get("subject"),
+        args=data.get("args", {}),
+        variant=data.get("variant", "tool_approval_request"),
+        details=data.get("details") or {},
+        status=status,  # type: ignore[arg-type]
+        decision_id=decision_id,
+        approver=approver,
+        received_at=float(received_at),
+        decided_at=None if decided_at is None else float(decided_at),
+        expires_at=float(expires_at),
+    )
+
+
+def check_approval_id(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("approval_id must be a positive integer.")
+    return value
+
+
+def check_decision(status: str, decision_id: str, approver: str) -> None:
+    if status not in DECIDED:
+        raise ValueError("status must be 'approved' or 'denied'.")
+    if not isinstance(decision_id, str) or not decision_id:
+        raise ValueError("decision_id must be a non-empty string.")
+    if not isinstance(approver, str) or not approver:
+        raise ValueError("approver must be a non-empty string.")
+
+
+def retention(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+        value <= 0
+    ):
+        raise ValueError("retention_seconds must be positive and finite.")
+    return float(value)

@@ -1,0 +1,170 @@
+"""e2e: the signed tool call over real sockets, served by gunicorn, driven by another process.
+
+Servers: ``python -m gunicorn`` on a free ``127.0.0.1`` port, one worker
+(``sync``, or ``gthread`` with 4 threads), the apps of
+``benchmarks/_apps.py``: ``bare_app()`` (the views without the package) and
+``tool_app()`` (``Bailing(app)``, loader, authorizer, ``@tool`` views). One
+worker, so that on a 2-core machine the server - not the load generator -
+is the bottleneck; the load generator's own CPU share is reported.
+
+Load: ``benchmarks/_loadgen.py`` in its own process, over 2 (sync) or 4
+(gthread) concurrent loopback connections, kept alive when the server
+allows (gunicorn's sync worker closes after every response, so each
+request there pays a TCP connect, as it does in production). Every request
+is signed like the hub with its own job id; a block's requests are signed
+before the block starts (well inside the 300 s window). Every block has the
+same request count (calibrated from a warm-up so a block of the slowest
+side lasts ``block_s``); blocks run A B B A, rounds alternate the order,
+every block is kept.
+
+* ``sync_tool_vs_bare`` (target >= 0.9): req/s of the signed POST tool call
+  (50-byte body, ``deduplicate=False``) / req/s of the same POST to the bare
+  app (the signature headers are sent too; nothing reads them);
+* ``gthread_tool_vs_bare`` (target >= 0.95): the same with gthread workers;
+* ``gthread_redis_vs_off`` (target >= 0.6): req/s of new calls to the same
+  tool with de-duplication in a real ``redis-server`` (loopback, started for
+  the run) / the tool with ``deduplicate=False``, same server.
+
+p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``;
+less noisy than req/s, in the details as ``server_cpu_ratio``) are printed
+under the table.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bailing_flask.testing import HubSimulator
+
+from . import _apps
+from ._harness import Result, skipped_result
+from ._server import Gunicorn, LoadGen, Side, gunicorn_available, interleaved, rate_ratios, side_summary
+
+GROUP = "e2e"
+
+
+def _spec(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The hub's wire form of a call to ``tool``, and what the load generator signs it with."""
+    hub = HubSimulator(_apps.tool_app(store="memory://"), _apps.SECRET, client="bench")
+    request = hub.build_call(tool, args, subject=_apps.SUBJECT)
+    headers = request.headers
+    return {
+        "method": request.method,
+        "path_with_query": request.path_with_query,
+        "body": request.body.decode("utf-8"),
+        "headers": {k: v for k, v in headers.items() if not k.startswith("X-Bailing-")},
+        "sign": {
+            "secret": _apps.SECRET, "subject": _apps.SUBJECT,
+            "client": headers.get("X-Bailing-Client"),
+            "tool_scope": headers.get("X-Bailing-Tool-Scope"),
+            "tool": tool if "X-Bailing-Idempotency-Key" in headers else None,
+            "args": dict(args),
+        },
+    }
+
+
+def _result(name: str, candidate: Side, baseline: Side, op: str, threshold: float, metric: str,
+            extra: dict[str, Any]) -> Result:
+    ratio, spread, ratios = rate_ratios(candidate, baseline)
+    cand, base = side_summary(candidate), side_summary(baseline)
+    details: dict[str, Any] = {candidate.name: cand, baseline.name: base, "ratios": ratios, **extra}
+    if candidate.server_cpu_us and baseline.server_cpu_us:
+        details["server_cpu_ratio"] = round(
+            statistics.median(baseline.server_cpu_us) / statistics.median(candidate.server_cpu_us), 3)
+    notes = [
+        f"{GROUP}/{name}: " + "; ".join(
+            f"{side.name} {s['req_per_s_median']:.0f} req/s, p50 {s['p50_ms']:.2f} ms, "
+            f"p99 {s['p99_ms']:.2f} ms, server CPU {s['server_cpu_us_per_request_median']} µs/req"
+            for side, s in ((candidate, cand), (baseline, base)))
+        + (f"; server CPU ratio {details['server_cpu_ratio']}" if "server_cpu_ratio" in details else "")
+        + f"; load generator CPU share {max(cand['client_cpu_share_median'], base['client_cpu_share_median']):.2f}"
+    ]
+    return Result(group=GROUP, name=name, metric=metric, ratio=ratio, spread=spread, op=op,
+                  threshold=threshold, rounds=len(ratios), details=details, notes=notes)
+
+
+def run(quick: bool = False) -> list[Result]:
+    names = [("sync_tool_vs_bare", 0.9), ("gthread_tool_vs_bare", 0.95), ("gthread_redis_vs_off", 0.6)]
+    if not gunicorn_available():
+        why = "gunicorn is not installed (pip install -e '.[test,bench]')"
+        print(f"[{GROUP}] warning: {why}; skipped", file=sys.stderr)
+        return [skipped_result(GROUP, n, "end to end", ">=", t, why) for n, t in names]
+    rounds, block_s = (5, 0.5) if quick else (7, 1.5)
+    post = _spec(_apps.POST_TOOL, _apps.POST_ARGS)
+    idem = _spec(_apps.IDEM_TOOL, _apps.POST_ARGS)
+    results: list[Result] = []
+    servers: list[Gunicorn] = []
+    redis: Any = None
+    workdir = tempfile.mkdtemp(prefix="bailing-bench-e2e-")
+    gen = LoadGen()
+    try:
+        for worker_class, threads, concurrency in (("sync", 1, 2), ("gthread", 4, 4)):
+            store = "memory://"
+            if worker_class == "gthread":
+                executable = shutil.which("redis-server")
+                if executable is not None:
+                    from tests._redis import _start_on_a_free_port
+
+                    redis = _start_on_a_free_port(executable, Path(workdir))
+                    store = redis.url
+            env = {"BENCH_SECRET": _apps.SECRET, "BENCH_STORE": store}
+            bare = Gunicorn("benchmarks._apps:bare_app()", worker_class=worker_class, threads=threads,
+                            env=env, label=f"bare/{worker_class}")
+            tool = Gunicorn("benchmarks._apps:tool_app()", worker_class=worker_class, threads=threads,
+                            env=env, label=f"tool/{worker_class}")
+            servers += [bare, tool]
+            bare.start()
+            tool.start()
+            print(f"[{GROUP}] {worker_class}: servers on ports {bare.port} (bare), {tool.port} (tool)",
+                  file=sys.stderr, flush=True)
+            sides = [Side("bare", bare, post), Side("tool", tool, post)]
+            n = interleaved(gen, sides, rounds=rounds, block_s=block_s, concurrency=concurrency)
+            facts = {"worker_class": worker_class, "workers": 1, "threads": threads,
+                     "connections": concurrency, "requests_per_block": n, "body_bytes": len(post["body"])}
+            results.append(_result(
+                f"{worker_class}_tool_vs_bare", sides[1], sides[0], ">=",
+                0.9 if worker_class == "sync" else 0.95,
+                f"req/s signed POST @tool call / the same POST to the bare app, gunicorn "
+                f"{worker_class} (1 worker{', 4 threads' if threads > 1 else ''}), loopback",
+                facts,
+            ))
+            if worker_class == "gthread":
+                if redis is None:
+                    why = "redis-server not found on PATH (apt-get install redis-server)"
+                    print(f"[{GROUP}] warning: {why}; gthread_redis_vs_off skipped", file=sys.stderr)
+                    results.append(skipped_result(GROUP, "gthread_redis_vs_off", "Redis store e2e",
+                                                  ">=", 0.6, why))
+                else:
+                    sides = [Side("off", tool, post), Side("redis", tool, idem)]
+                    n = interleaved(gen, sides, rounds=rounds, block_s=block_s, concurrency=concurrency)
+                    results.append(_result(
+                        "gthread_redis_vs_off", sides[1], sides[0], ">=", 0.6,
+                        "req/s new side-effecting calls, Redis store (loopback) / the same tool with "
+                        "deduplicate=False, gunicorn gthread (1 worker, 4 threads)",
+                        {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)"},
+                    ))
+            for server in (bare, tool):
+                server.close()
+    finally:
+        gen.close()
+        for server in servers:
+            server.close()
+        if redis is not None:
+            redis.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience
+    t = time.perf_counter()
+    for r in run(quick="--quick" in sys.argv):
+        print(r.group, r.name, r.figure(), r.spread_text(), r.target, r.verdict)
+        for note in r.notes:
+            print("   ", note)
+    print(f"{time.perf_counter() - t:.1f}s")

@@ -1,0 +1,276 @@
+"""One JSON audit record per call that reaches the gate, per refused signature, per refused callback.
+
+Every outcome is driven by the hub simulator against a small real app: the
+record must be on the ``bailing_flask.audit`` logger as parseable JSON with
+every documented field, the same record must arrive through the
+``audit_record`` signal, and nothing that could carry data (an exception's
+message, argument values of a sensitive tool, a body) may appear.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask, abort, jsonify
+from pydantic import BaseModel
+
+from bailing_flask import Bailing, tool
+from bailing_flask import audit as audit_module
+from bailing_flask.audit import AUDIT_FIELDS
+from bailing_flask.signals import audit_record, signature_refused, tool_failed
+from bailing_flask.signing import sign_callback
+from bailing_flask.testing import HubSimulator
+
+from .conftest import STRONG_SECRET
+
+CLIENT_TOKEN = "client-token-for-audit-tests-0123456789"
+SECRET_IN_MESSAGE = "card 4111-1111-1111-1111"
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Refusal(Exception):
+    pass
+
+
+def create_app(**config: Any) -> Flask:
+    app = Flask("audit_app")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                      BAILING_CLIENT_TOKENS=CLIENT_TOKEN, **config)
+    bailing = Bailing(app)
+    bailing.authorizer(lambda call: call.subject == "t1:u1")
+
+    @app.errorhandler(Refusal)
+    def refusal(exc: Refusal) -> Any:
+        return jsonify(error="refused"), 409
+
+    @app.get("/ok")
+    @tool(scope="ok.read")
+    def ok() -> Any:
+        return jsonify(ok=True)
+
+    @app.post("/notes")
+    @tool(scope="note.write", body=Note)
+    def note() -> Any:
+        return jsonify(saved=True), 201
+
+    @app.post("/secret-notes")
+    @tool(scope="note.write", body=Note, sensitive=True)
+    def secret_note() -> Any:
+        return jsonify(saved=True), 201
+
+    @app.get("/boom")
+    @tool(scope="ok.read")
+    def boom() -> Any:
+        raise ValueError(SECRET_IN_MESSAGE)
+
+    @app.get("/missing")
+    @tool(scope="ok.read")
+    def missing() -> Any:
+        abort(404)
+
+    @app.get("/handled")
+    @tool(scope="ok.read")
+    def handled() -> Any:
+        raise Refusal(SECRET_IN_MESSAGE)
+
+    @bailing.job_finished
+    def finished(job: Any) -> None:
+        pass
+
+    return app
+
+
+@pytest.fixture
+def app() -> Flask:
+    return create_app()
+
+
+@pytest.fixture
+def hub(app: Flask) -> HubSimulator:
+    return HubSimulator(app, STRONG_SECRET)
+
+
+@pytest.fixture
+def records(app: Flask) -> Iterator[list[dict[str, Any]]]:
+    """Records as the audit_record signal delivers them."""
+    seen: list[dict[str, Any]] = []
+
+    def receive(sender: Flask, record: dict[str, Any]) -> None:
+        seen.append(record)
+
+    audit_record.connect(receive, app)
+    yield seen
+    audit_record.disconnect(receive, app)
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """Every audit line, parsed from the message text (not from ``extra``)."""
+    return [json.loads(r.getMessage()) for r in caplog.records if r.name == "bailing_flask.audit"]
+
+
+def test_every_outcome_leaves_one_parseable_record_with_every_field(
+    app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
+    records: list[dict[str, Any]],
+) -> None:
+    app.config["PROPAGATE_EXCEPTIONS"] = False  # a production app: the raise becomes a 500
+    with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
+        assert hub.call("ok", subject="t1:u1", job_id="job-1").status == 200
+        assert hub.call("ok", subject="t9:u9", job_id="job-2").status == 403
+        assert hub.call("note", {"text": 5}, subject="t1:u1", job_id="job-3").status == 422
+        assert hub.call("boom", subject="t1:u1", job_id="job-4").status == 500
+        assert hub.call("missing", subject="t1:u1", job_id="job-5").status == 404
+        assert hub.call("handled", subject="t1:u1", job_id="job-6").status == 409
+    lines = logged(caplog)
+    assert lines == records
+    assert [list(line) for line in lines] == [list(AUDIT_FIELDS)] * 6
+    summary = [(r["tool"], r["job_id"], r["status"], r["reason"], r["error"]) for r in lines]
+    assert summary == [
+        ("ok", "job-1", 200, None, None),
+        ("ok", "job-2", 403, "forbidden", None),
+        ("note", "job-3", 422, "invalid_parameter", None),
+        ("boom", "job-4", 500, "view_raised", "ValueError"),
+        ("missing", "job-5", 404, "view_status", "werkzeug.exceptions.NotFound"),
+        ("handled", "job-6", 409, "view_raised", "tests.test_audit.Refusal"),
+    ]
+    first = lines[0]
+    assert first["event"] == "tool_call" and first["verified"] is True
+    assert (first["scope"], first["method"], first["path"]) == ("ok.read", "GET", "/ok")
+    assert (first["subject"], first["client"], first["key_label"]) == ("t1:u1", "crm", "0")
+    assert first["time"].endswith("Z") and first["duration_ms"] >= 0
+    assert lines[3]["arguments"] == [] and lines[3]["duration_ms"] is not None
+    # (Flask's own logger reports the exception; the audit trail never carries its message)
+    assert not any(SECRET_IN_MESSAGE in r.getMessage() for r in caplog.records
+                   if r.name.startswith("bailing_flask"))
+
+
+def test_a_raised_view_is_recorded_when_exceptions_propagate_too(
+    app: Flask, hub: HubSimulator, records: list[dict[str, Any]],
+) -> None:
+    app.config["PROPAGATE_EXCEPTIONS"] = True
+    with pytest.raises(ValueError):
+        hub.call("boom", subject="t1:u1")
+    assert [(r["tool"], r["status"], r["error"]) for r in records] == [("boom", 500, "ValueError")]
+
+
+def test_argument_values_follow_the_policy(hub: HubSimulator, app: Flask,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
+        hub.call("note", {"text": "plain words"}, subject="t1:u1")
+        hub.call("secret_note", {"text": "private words"}, subject="t1:u1")
+        app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+        hub.call("note", {"text": "plain words"}, subject="t1:u1")
+        hub.call("secret_note", {"text": "private words"}, subject="t1:u1")
+    assert [r["arguments"] for r in logged(caplog)] == [
+        ["text"], ["text"], {"text": "plain words"}, ["text"],
+    ]
+    assert "private words" not in caplog.text
+
+
+def test_replays_of_a_side_effect_are_marked(hub: HubSimulator, records: list[dict[str, Any]]) -> None:
+    request = hub.build_call("note", {"text": "once"}, subject="t1:u1")
+    assert hub.replay(request).status == 201
+    again = hub.replay(request)
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert [r["replayed"] for r in records] == [False, True]
+
+
+def test_signature_refusals_are_audited_and_signalled_with_the_tool(
+    app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
+    records: list[dict[str, Any]],
+) -> None:
+    refused: list[tuple[Any, ...]] = []
+
+    def on_refused(sender: Flask, **kw: Any) -> None:
+        refused.append((kw["kind"], kw["reason"], kw["status"], kw["method"], kw["path"],
+                        kw["tool"].name if kw["tool"] else None))
+
+    signature_refused.connect(on_refused, app)
+    try:
+        request = hub.build_call("ok", subject="t1:u1", job_id="job-forged")
+        with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
+            assert hub.replay(request, on_behalf_of="t1:admin").status == 401
+            assert hub.replay(request, timestamp="1").status == 401
+            assert hub.fetch_catalog(signature="zeros").status == 401
+    finally:
+        signature_refused.disconnect(on_refused, app)
+    assert refused == [
+        ("tool", "bad_signature", 401, "GET", "/ok", "ok"),
+        ("tool", "timestamp_out_of_window", 401, "GET", "/ok", "ok"),
+        ("tool", "bad_signature", 401, "GET", "/.well-known/bailing/tools.json", None),
+    ]
+    assert logged(caplog) == records
+    first = records[0]
+    assert (first["event"], first["tool"], first["verified"], first["subject"]) == (
+        "signature_refused", "ok", False, None)
+    assert first["job_id"] == "job-forged" and first["client"] == "crm"
+    assert [r["expected"] for r in records] == [False, False, True]
+    assert set(AUDIT_FIELDS) <= set(first)
+
+
+def test_refused_callbacks_are_audited_and_signalled(
+    app: Flask, records: list[dict[str, Any]],
+) -> None:
+    refused: list[tuple[str, str]] = []
+    signature_refused.connect(lambda sender, **kw: refused.append((kw["kind"], kw["reason"])), app,
+                              weak=False)
+    body = b'{"job_id":"j1","request_id":"r1","status":"done"}'
+    client = app.test_client()
+    try:
+        ts = str(int(time.time() * 1000))
+        wrong = sign_callback(STRONG_SECRET, ts, body)  # the provider secret: the wrong key
+        client.post("/.well-known/bailing/callbacks/job", data=body, headers={
+            "X-Bailing-Timestamp": ts, "X-Bailing-Signature": wrong})
+    finally:
+        signature_refused.receivers.clear()
+    assert refused == [("callback", "wrong_key")]
+    assert records[0]["event"] == "callback_refused" and records[0]["callback"] == "job"
+    assert records[0]["status"] == 401
+
+
+def test_tool_failed_signal_carries_the_exception(app: Flask, hub: HubSimulator) -> None:
+    failed: list[tuple[str, str, int]] = []
+
+    def on_failed(sender: Flask, tool: Any, call: Any, exception: BaseException, status: int,
+                  duration_ms: float) -> None:
+        failed.append((tool.name, type(exception).__name__, status))
+
+    tool_failed.connect(on_failed, app)
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    try:
+        hub.call("boom", subject="t1:u1")
+        hub.call("missing", subject="t1:u1")
+    finally:
+        tool_failed.disconnect(on_failed, app)
+    assert failed == [("boom", "ValueError", 500), ("missing", "NotFound", 404)]
+
+
+def test_no_record_is_built_when_nobody_reads_them(
+    hub: HubSimulator, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[str] = []
+    original = audit_module.gate_record
+
+    def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append("record")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(audit_module, "gate_record", counting)
+    audit_logger = logging.getLogger("bailing_flask.audit")
+    level = audit_logger.level
+    try:
+        audit_logger.setLevel(logging.WARNING)
+        hub.call("ok", subject="t1:u1")
+        assert built == []
+        audit_logger.setLevel(logging.INFO)
+        hub.call("ok", subject="t1:u1")
+        assert built == ["record"]
+    finally:
+        audit_logger.setLevel(level)
