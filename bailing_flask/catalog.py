@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._base_url import PathMap
-from .lint import Finding, lint_document
+from .lint import lint_document
+from .lint.codes import Finding, finding
 from .registry import Registry, Tool
 
 __all__ = ["Catalog", "build_catalog", "tool_operation"]
@@ -172,12 +173,9 @@ def _placed(
     for tool in registry.tools:
         public = path_map.catalog_path(tool.path)
         if public is None:
-            findings.append(Finding(
-                "error", "outside_base_url", tool.operation_key,
-                f"tool {tool.name!r} is served at {path_map.public(tool.path)!r}, which is not under "
-                f"the path {path_map.base!r} of BAILING_BASE_URL: the hub calls base_url + a catalog "
-                "path, which can never reach this route",
-                "set BAILING_BASE_URL to a URL this route is under, or move the route", "bailing",
+            findings.append(finding(
+                "outside_base_url", tool.operation_key,
+                name=tool.name, public=path_map.public(tool.path), base=path_map.base,
             ))
             placed.append(tool)
             continue
@@ -187,12 +185,8 @@ def _placed(
     findings.extend(dataclasses.replace(f, path=renamed.get(f.path, f.path)) for f in registry.findings)
     probe = path_map.catalog_path(probe_path) if probe_path else None
     if probe_path and probe is None:
-        findings.append(Finding(
-            "warning", "authz_probe_outside_base_url", "-",
-            f"the authorization probe at {path_map.public(probe_path)!r} is not under the path "
-            f"{path_map.base!r} of BAILING_BASE_URL, so the catalog does not advertise it and the "
-            "hub probes a parameter-less GET tool instead",
-            "set BAILING_PROBE_PATH to a path under the base URL", "bailing",
+        findings.append(finding(
+            "authz_probe_outside_base_url", "-", public=path_map.public(probe_path), base=path_map.base,
         ))
     return placed, findings, probe
 

@@ -22,7 +22,7 @@ from ._schema import converter_schema, model_schema, type_schema
 from ._sync import asgiref_available, is_async_callable
 from .context import ToolInfo
 from .errors import ToolDeclarationError
-from .lint import Finding
+from .lint.codes import Finding, finding
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -369,72 +369,29 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
     findings: list[Finding] = []
     key = tool.operation_key
     if tool.authorizer is None and not has_app_authorizer:
-        findings.append(Finding(
-            "error", "no_authorizer", key,
-            f"tool {tool.name!r} ({tool.view_name}) has no authorizer: every call would be refused with 403",
-            "register one with @bailing.authorizer or pass authorizer= to @tool", "bailing",
-        ))
+        findings.append(finding("no_authorizer", key, name=tool.name, view=tool.view_name))
     for variable, kind in tool.path_kinds.items():
         if kind == "float":
-            findings.append(Finding(
-                "warning", "float_path_param", key,
-                f"path parameter {variable!r} uses Werkzeug's float converter, which does not match whole "
-                "numbers; the hub sends 9.0 as '9', so such calls would 404",
-                "use a query or body parameter of type number", "bailing",
-            ))
+            findings.append(finding("float_path_param", key, name=variable))
         elif kind in ("custom",):
-            findings.append(Finding(
-                "info", "custom_converter", key,
-                f"path parameter {variable!r} uses a custom converter; it is published as a plain string",
-                None, "bailing",
-            ))
+            findings.append(finding("custom_converter", key, name=variable))
     for parameter in tool.parameters:
         if parameter.get("in") != "path" or "array" not in _types(parameter.get("schema")):
             continue
         variable = str(parameter.get("name"))
         kind = tool.path_kinds.get(variable, "string")
         if kind != "custom":
-            findings.append(Finding(
-                "error", "path_array_not_received", key,
-                f"path parameter {variable!r} is published as an array, but the hub sends "
-                "encodeURIComponent(String(value)): [\"a\",\"b\"] arrives as the one segment "
-                f"a%2Cb and Werkzeug's {kind} converter hands the view the string 'a,b', not a list",
-                "declare a scalar type for the path parameter, move the list to the query (the "
-                "gate splits it on ',') or use a URL converter that splits on ','", "bailing",
-            ))
+            findings.append(finding("path_array_not_received", key, name=variable, kind=kind))
     if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
-        findings.append(Finding(
-            "warning", "idempotent_write", key,
-            f"idempotent=True on {tool.name!r} only tells the hub the call is safe to repeat (it sends "
-            "no idempotency key and may retry it); bailing_flask still runs an identical signed call "
-            "once, so the same arguments sent again later in the same job (a value set back after "
-            "another change) are answered from the record",
-            "say which you mean: deduplicate=True (the default, also stops replays) or "
-            "deduplicate=False (every identical call runs)", "bailing",
-        ))
+        findings.append(finding("idempotent_write", key, name=tool.name))
     if tool.options.validate_unsigned and not tool.options.allow_unsigned:
-        findings.append(Finding(
-            "warning", "validate_unsigned_without_allow_unsigned", key,
-            f"validate_unsigned=True on {tool.name!r} has no effect: without allow_unsigned=True "
-            "unsigned requests are refused before any validation",
-            "add allow_unsigned=True, or drop validate_unsigned", "bailing",
-        ))
+        findings.append(finding("validate_unsigned_without_allow_unsigned", key, name=tool.name))
     view = tool.declaration.view if tool.declaration is not None else None
     if view is not None and is_async_callable(view) and not asgiref_available():
-        findings.append(Finding(
-            "error", "async_view_without_flask_async", key,
-            f"{tool.view_name} is async def, which Flask only runs with its async support; every "
-            "call would fail with a server error",
-            "install flask[async] (asgiref)", "bailing",
-        ))
+        findings.append(finding("async_view_without_flask_async", key, view=tool.view_name))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
-        findings.append(Finding(
-            "warning", "rule_literal_not_reproducible", key,
-            f"the route {tool.rule!r} contains characters outside A-Z a-z 0-9 - . _ ~ ! * ' ( ); "
-            "they verify only on servers that report the raw request target (RAW_URI/REQUEST_URI)",
-            "rename the route or make sure the server sets REQUEST_URI", "bailing",
-        ))
+        findings.append(finding("rule_literal_not_reproducible", key, rule=tool.rule))
     return findings
 
 
@@ -462,12 +419,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
                 continue
             # ``@tool`` above the route decorator: the route holds the undecorated
             # function, but the gate in front of the endpoint guards it all the same
-            findings.append(Finding(
-                "info", "decorator_order", f"- {rule.rule}",
-                f"@tool on {wrapped_by.qualname} sits above the route decorator; the gate guards "
-                "the route either way, but below the route decorator reads as intended",
-                None, "bailing",
-            ))
+            findings.append(finding("decorator_order", f"- {rule.rule}", view=wrapped_by.qualname))
             declared = {method: (wrapped_by, {}) for method in methods}
         seen.update(id(declaration) for declaration, _ in declared.values())
         # HEAD is added by Flask to every GET route; it is only a tool if declared so.
@@ -517,10 +469,9 @@ def _duplicate_names(tools: list[Tool]) -> list[Finding]:
             continue
         first = first_by_name.setdefault(tool.name, tool)
         if first is not tool:
-            findings.append(Finding(
-                "error", "duplicate_tool_name", tool.operation_key,
-                f"tool name {tool.name!r} is used by both {first.view_name} ({first.operation_key}) "
-                f"and {tool.view_name} ({tool.operation_key})",
-                "give one of them another name=", "bailing",
+            findings.append(finding(
+                "duplicate_tool_name", tool.operation_key, "registry", name=tool.name,
+                first=first.view_name, first_key=first.operation_key,
+                second=tool.view_name, second_key=tool.operation_key,
             ))
     return findings

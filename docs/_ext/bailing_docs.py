@@ -14,6 +14,13 @@ drift from it:
     and :data:`bailing_flask.responses.REASON_STATUS`) with their HTTP
     status, the coarse ``error`` field and the message callers see.
 
+``.. bailing-codes:: TABLE``
+    The lint's finding codes (:data:`bailing_flask.lint.codes.CODES`, ``TABLE``
+    is ``findings``, with ``:stage: lint`` or ``:stage: registry``), or the
+    doctor's tables (:mod:`bailing_flask.doctor.codes`: ``checks``,
+    ``statuses``, ``access`` or ``probe``). Each finding code becomes a link
+    target for the ``:finding:`` role.
+
 ``.. bailing-cli:: COMMAND [SUBCOMMAND]``
     The ``--help`` text of a ``flask bailing`` command, rendered from the
     click command object. With ``:optional:``, a command that this version
@@ -32,6 +39,7 @@ drift from it:
 from __future__ import annotations
 
 import re
+import string
 from typing import Any
 
 import click
@@ -82,8 +90,10 @@ def _text_with_literals(text: str) -> list[nodes.Node]:
     return result
 
 
-def _table(headers: list[str], widths: list[int], rows: list[list[nodes.Node]]) -> nodes.table:
-    table = nodes.table(classes=["bailing-generated"])
+def _table(
+    headers: list[str], widths: list[int], rows: list[list[nodes.Node]], *classes: str
+) -> nodes.table:
+    table = nodes.table(classes=["bailing-generated", *classes])
     group = nodes.tgroup(cols=len(headers))
     table += group
     for width in widths:
@@ -146,6 +156,12 @@ def _missing_setting(app: Sphinx, env: Any, node: nodes.Element, contnode: nodes
             node.get("reftarget"),
             location=node,
         )
+    if node.get("reftype") == "finding" and node.get("refdomain") == "std":
+        logger.warning(
+            "unknown finding code %r (not in bailing_flask.lint.codes.CODES)",
+            node.get("reftarget"),
+            location=node,
+        )
     return None
 
 
@@ -191,6 +207,143 @@ class ReasonsDirective(SphinxDirective):
                 cells.append(paragraph)
             rows.append(cells)
         return [_table(["reason", "HTTP", "error", "message (sent to the caller)"], [22, 8, 18, 52], rows)]
+
+
+# -- lint and doctor codes ---------------------------------------------------------------------
+
+HUB_REPOSITORY = "https://github.com/bailinghub/bailinghub"
+
+
+def finding_id(code: str) -> str:
+    return "finding-" + code.replace("_", "-")
+
+
+def _template(template: str) -> list[nodes.Node]:
+    """A message template as text, each ``{field}`` shown as an emphasised placeholder."""
+    result: list[nodes.Node] = []
+    for literal, field, _, conversion in string.Formatter().parse(template):
+        if literal:
+            result.extend(_text_with_literals(literal))
+        if field is not None:
+            quote = "'" if conversion == "r" else ""
+            result.append(nodes.Text(quote))
+            result.append(nodes.emphasis(field, field))
+            result.append(nodes.Text(quote))
+    return result
+
+
+def _hub_link(ref: Any) -> list[nodes.Node]:
+    """``function()`` linked to its file in the hub's repository at the checked commit."""
+    from bailing_flask.lint.codes import HUB_COMMIT
+
+    url = f"{HUB_REPOSITORY}/blob/{HUB_COMMIT}/{ref.file}"
+    reference = nodes.reference("", "", refuri=url)
+    reference += nodes.literal(f"{ref.function}()", f"{ref.function}()")
+    return [reference, nodes.Text(f" in {ref.file.rsplit('/', 1)[-1]}")]
+
+
+def _paragraph(*children: nodes.Node) -> nodes.paragraph:
+    paragraph = nodes.paragraph()
+    paragraph.extend(children)
+    return paragraph
+
+
+class CodesDirective(SphinxDirective):
+    """Render one of the code tables of bailing_flask.lint.codes and bailing_flask.doctor.codes."""
+
+    required_arguments = 1
+    has_content = False
+    option_spec = {"stage": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        self.env.note_dependency(_module_file("bailing_flask.lint.codes"))
+        self.env.note_dependency(_module_file("bailing_flask.doctor.codes"))
+        table = self.arguments[0]
+        if table == "findings":
+            return [self._findings(self.options.get("stage", "lint"))]
+        if table == "checks":
+            return [self._checks()]
+        if table in ("statuses", "access", "probe"):
+            return [self._verdicts(table)]
+        logger.warning("bailing-codes: unknown table %r", table, location=(self.env.docname, self.lineno))
+        return []
+
+    def _findings(self, stage: str) -> nodes.table:
+        from bailing_flask.lint.codes import CODES
+
+        std = self.env.get_domain("std")
+        stages = ("lint", "registry")
+        rows: list[list[nodes.Node]] = []
+        for entry in CODES.values():
+            if stage not in entry.stages:
+                continue
+            code_paragraph = nodes.paragraph()
+            if stage == entry.stages[0]:
+                node_id = finding_id(entry.code)
+                code_paragraph += nodes.target("", "", ids=[node_id])
+                std.note_object("finding", entry.code, node_id, location=(self.env.docname, self.lineno))
+            code_paragraph += nodes.literal(entry.code, entry.code)
+            code_cell = nodes.container()
+            code_cell += code_paragraph
+            code_cell += _paragraph(nodes.Text(entry.severity))
+            if entry.source == "hub":
+                assert entry.mirrors is not None
+                origin = _paragraph(nodes.Text("Reported by the hub's compiler: "),
+                                    *_hub_link(entry.mirrors), nodes.Text("."))
+            elif entry.mirrors is not None:
+                origin = _paragraph(nodes.Text("A bailing_flask hazard; predicts what "),
+                                    *_hub_link(entry.mirrors), nodes.Text(" does."))
+            else:
+                origin = _paragraph(nodes.Text("A bailing_flask hazard."))
+            origin["classes"].append("bailing-origin")
+            text = nodes.container()
+            for variant, wording in entry.texts():
+                # a variant named after a stage is that stage's wording; the rest go with the default
+                if (variant if variant in stages else entry.stages[0]) != stage:
+                    continue
+                message = nodes.paragraph()
+                if variant is not None and variant not in stages:
+                    message += nodes.strong(f"({variant}) ", f"({variant}) ")
+                message.extend(_template(wording.message))
+                text += message
+                if wording.fix:
+                    text += _paragraph(nodes.strong("Fix: ", "Fix: "), *_template(wording.fix))
+            text += origin
+            rows.append([code_cell, text])
+        return _table(["Code", "Message, fix, and what it mirrors"], [30, 70], rows, "bailing-codes")
+
+    def _checks(self) -> nodes.table:
+        from bailing_flask.doctor.codes import CHECKS
+
+        rows: list[list[nodes.Node]] = []
+        for check in CHECKS:
+            name = _paragraph(nodes.literal(check.name, check.name))
+            what = nodes.container()
+            what += _paragraph(*_text_with_literals(check.what))
+            for ref in check.mirrors:
+                what += _paragraph(*_hub_link(ref))
+            if not check.mirrors:
+                what += _paragraph(nodes.emphasis("the doctor's own check", "the doctor's own check"))
+            outcomes = nodes.container()
+            for status, text in (("pass", check.passes), ("warn", check.warns),
+                                 ("fail", check.fails), ("skip", check.skipped)):
+                if text:
+                    outcomes += _paragraph(nodes.strong(f"{status}: ", f"{status}: "),
+                                           *_text_with_literals(text))
+            rows.append([name, what, outcomes])
+        return _table(
+            ["Check", "What it does (and mirrors in the hub)", "Outcomes"], [18, 42, 40], rows,
+            "bailing-codes",
+        )
+
+    def _verdicts(self, table: str) -> nodes.table:
+        from bailing_flask.doctor import codes
+
+        verdicts = {"statuses": codes.STATUSES, "access": codes.ACCESS_VERDICTS,
+                    "probe": codes.PROBE_VERDICTS}[table]
+        rows = [[_paragraph(nodes.literal(v.value, v.value)), _paragraph(*_text_with_literals(v.meaning))]
+                for v in verdicts]
+        return _table(["Value", "Meaning"], [20, 80], rows)
 
 
 # -- CLI help ----------------------------------------------------------------------------------
@@ -316,6 +469,8 @@ class JsonDirective(SphinxDirective):
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_crossref_type("setting", "setting", indextemplate="pair: %s; configuration key")
+    app.add_crossref_type("finding", "finding", indextemplate="pair: %s; finding code")
+    app.add_directive("bailing-codes", CodesDirective)
     app.add_directive("bailing-settings", SettingsDirective)
     app.add_directive("bailing-reasons", ReasonsDirective)
     app.add_directive("bailing-cli", CliDirective)
