@@ -193,21 +193,21 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
     if tools:
         approved = [t.name for t in state.registry().tools if t.options.business_approval]
         if approved:
-            names = ", ".join(approved)
+            names = ", ".join(approved) + (" needs" if len(approved) == 1 else " need")
             if "approval" not in handlers:
                 problems.append(ConfigProblem(
                     "error", "BAILING_APPROVAL_PATH", "business_approval_without_handler",
-                    f"{names} need the business's approval, but no @bailing.approval_request "
+                    f"{names} the business's approval, but no @bailing.approval_request "
                     "handler receives approval requests: every call is refused"))
             if not hub_url:
                 problems.append(ConfigProblem(
                     "error", "BAILING_HUB_URL", "business_approval_without_hub_url",
-                    f"{names} need the business's approval, but without BAILING_HUB_URL no "
+                    f"{names} the business's approval, but without BAILING_HUB_URL no "
                     "decision can be sent: every call is refused"))
             if not has_tokens:
                 problems.append(ConfigProblem(
                     "error", "BAILING_CLIENT_TOKENS", "business_approval_without_client_token",
-                    f"{names} need the business's approval, but without BAILING_CLIENT_TOKENS "
+                    f"{names} the business's approval, but without BAILING_CLIENT_TOKENS "
                     "no approval request can be verified: every call is refused"))
     return problems
 
