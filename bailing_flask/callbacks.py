@@ -36,6 +36,7 @@ from .payloads import (
 )
 from .responses import json_response
 from .signals import callback_received
+from .settings import provider_secrets
 from .signing import CallbackVerifier
 from .stores import EntryMeta, StoredResponse, StoreUnavailable
 
@@ -225,15 +226,10 @@ def make_callbacks_blueprint(state: BailingState) -> Blueprint:
     return blueprint
 
 
-def callback_paths(state: BailingState) -> tuple[str, ...]:
-    """Paths the tool-call middleware must leave alone (they verify with the client token)."""
-    return tuple(p for p in (state.config(s) for s, _ in CALLBACK_KINDS.values()) if p)
-
-
 def build_verifier(state: BailingState) -> CallbackVerifier:
     return CallbackVerifier(
         state.config("BAILING_CLIENT_TOKENS"),
         window_ms=int(state.config("BAILING_CALLBACK_WINDOW_MS")),
         setting="BAILING_CLIENT_TOKENS",
-        foreign_secrets=state.config("BAILING_SECRETS") or state.config("BAILING_SECRET"),
+        foreign_secrets=provider_secrets(state.app.config),
     )

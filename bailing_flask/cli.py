@@ -332,10 +332,11 @@ def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]
 
 
 def _first_secret() -> str:
+    from .settings import provider_secrets
     from .signing import primary_secret
 
     secret = primary_secret(
-        current_app.config.get("BAILING_SECRETS") or current_app.config.get("BAILING_SECRET")
+        provider_secrets(current_app.config)
     )
     if secret is None:
         raise click.ClickException(

@@ -45,6 +45,7 @@ from .errors import ConfigurationError
 from .gate import EXERCISE_KEY, ExerciseProbe
 from .lint import CompiledTool, compile_tools
 from .responses import REASON_HEADER
+from .settings import provider_secrets
 from .signing import primary_secret
 from .testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
 
@@ -462,7 +463,7 @@ def run_exercise(app: Flask, *, subject: str | None = None, secret: str | None =
         user, and call every read-only tool as this user (the view runs).
     :param secret: the provider secret (default: the app's first one).
     """
-    secret = secret or primary_secret(app.config.get("BAILING_SECRETS") or app.config.get("BAILING_SECRET"))
+    secret = secret or primary_secret(provider_secrets(app.config))
     if secret is None:
         raise ConfigurationError("the exercise signs like the hub: set BAILING_SECRETS")
     return _Exercise(app, secret, subject).run()

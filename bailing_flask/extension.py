@@ -24,7 +24,7 @@ from .gate import ensure_gate, install_gates
 from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from .registry import Registry, build_registry
 from .responses import REASON_HEADER, ErrorInfo, json_response
-from .settings import DEFAULTS
+from .settings import DEFAULTS, provider_secrets
 from .tools import get_declaration, get_wrapped_by
 from .tools import tool as _tool
 from .wsgi import BailingMiddleware
@@ -287,9 +287,7 @@ class Bailing:
         from .config_check import check_at_init, check_at_first_request, log_at_init
 
         problems = check_at_init(app)  # raises for a configuration that cannot work
-        secrets = app.config.get("BAILING_SECRETS")
-        if secrets is None and app.config.get("BAILING_SECRET") is not None:
-            secrets = app.config["BAILING_SECRET"]
+        secrets = provider_secrets(app.config)
         state_holder: list[BailingState] = []
         middleware = BailingMiddleware(
             app.wsgi_app,

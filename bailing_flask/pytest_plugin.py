@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from .fake_hub import FakeHub, serve
+from .settings import provider_secrets
 from .signing import primary_secret
 from .testing import HubSimulator
 
@@ -39,7 +40,7 @@ __all__ = ["bailing_hub", "bailing_fake_hub"]
 
 
 def _first_secret(config: Any) -> str:
-    secret = primary_secret(config.get("BAILING_SECRETS") or config.get("BAILING_SECRET"))
+    secret = primary_secret(provider_secrets(config))
     if secret is None:
         raise pytest.UsageError("bailing_hub: the app has no BAILING_SECRETS")
     return secret

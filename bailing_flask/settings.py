@@ -8,9 +8,10 @@ configuration reference is generated from :data:`SETTINGS`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Setting", "SETTINGS", "DEFAULTS"]
+__all__ = ["Setting", "SETTINGS", "DEFAULTS", "provider_secrets"]
 
 MiB = 1024 * 1024
 
@@ -116,6 +117,15 @@ SETTINGS: tuple[Setting, ...] = (
             "the global tracer and meter providers (needs the `otel` extra). "
             "`bailing_flask.otel.instrument(app, ...)` does the same with chosen providers."),
 )
+
+def provider_secrets(config: Mapping[str, Any]) -> Any:
+    """The provider secret(s) configured: ``BAILING_SECRETS``, else its one-string alias
+    ``BAILING_SECRET``, else ``None``. Every reader of the secret goes through here."""
+    secrets = config.get("BAILING_SECRETS")
+    if secrets is None:
+        secrets = config.get("BAILING_SECRET")
+    return secrets
+
 
 #: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.
 DEFAULTS: dict[str, Any] = {setting.key: setting.default for setting in SETTINGS}
