@@ -60,6 +60,7 @@ class ToolKwargs(TypedDict, total=False):
     validate_unsigned: bool
     rerun_uncertain: bool
     failure_is_atomic: bool
+    model_chooses: Mapping[str, str]
 
 
 class BailingKwargs(TypedDict, total=False):

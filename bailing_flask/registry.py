@@ -21,6 +21,7 @@ from ._schema import converter_schema, model_schema, type_schema
 from ._sync import asgiref_available, is_async_callable
 from .errors import ToolDeclarationError
 from .lint import Finding
+from .param_hazards import param_findings
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -411,6 +412,7 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
             "call would fail with a server error",
             "install flask[async] (asgiref)", "bailing",
         ))
+    findings.extend(param_findings(tool))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
         findings.append(Finding(

@@ -14,7 +14,7 @@ import inspect
 import json
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
@@ -212,6 +212,9 @@ class ToolOptions(_Model):
     failure_is_atomic: bool | None = Field(default=None, strict=True)
 
     validate_unsigned: bool | None = None
+    #: Parameters the lint flags as identity, credential or infrastructure that
+    #: the model may choose all the same, each with the reason why.
+    model_chooses: dict[str, str] | None = None
 
     @model_validator(mode="after")
     def _deduplication_is_consistent(self) -> ToolOptions:
@@ -228,6 +231,30 @@ class ToolOptions(_Model):
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
+
+    @field_validator("model_chooses", mode="before")
+    @classmethod
+    def _reasons_given(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            value = dict(value)
+        else:
+            raise ValueError(
+                "model_chooses needs a reason per parameter, e.g. {'user_id': 'the admin picks "
+                "the user to unlock; the authorizer checks it is in their tenant'}"
+            )
+        for name, reason in value.items():
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError("model_chooses keys are parameter names")
+            if not isinstance(reason, str) or len(reason.strip()) < 10:
+                raise ValueError(
+                    f"model_chooses[{name!r}] needs a reason (at least 10 characters): why the "
+                    "model may choose this value, and what checks it"
+                )
+            if len(reason) > 500:
+                raise ValueError(f"model_chooses[{name!r}]: keep the reason under 500 characters")
+        return value
 
     @field_validator("context")
     @classmethod
