@@ -60,6 +60,8 @@ class ToolKwargs(TypedDict, total=False):
     validate_unsigned: bool
     rerun_uncertain: bool
     failure_is_atomic: bool
+    response: type[BaseModel] | type[list[Any]]
+    result: Callable[..., Any]
     model_chooses: Mapping[str, str]
 
 
@@ -81,6 +83,7 @@ class BailingKwargs(TypedDict, total=False):
     public_catalog: bool
     audit_argument_values: bool
     response_size_warning: int | None
+    response_max_items: int | None
     store: str | IdempotencyStore | None
     idempotency_retention: float
     idempotency_lease: float

@@ -30,6 +30,7 @@ from flask import Response, current_app, request
 from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from .projection import PROJECTION_KEY, finish
 from .responses import ErrorInfo, json_response
 from .signals import tool_called, tool_denied
 from .tools import get_declaration
@@ -321,7 +322,8 @@ def run_gate(
             return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
-        return current_app.make_response(call_view())
+        # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+        return finish(state, tool, call_view())
 
     response = state.run_side_effect(tool, call, execute)
     _after(state, tool, call, response, started)
@@ -346,7 +348,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     duration_ms = (time.perf_counter() - started) * 1000
     reason = None if response.status_code < 400 else "view_status"
     _audit(tool, call.verified, response.status_code, duration_ms, reason, call,
-           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive)
+           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
+           projected=request.environ.get(PROJECTION_KEY))
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
     if limit and 200 <= response.status_code < 300 and not response.is_streamed:
         data = response.get_data()
@@ -355,7 +358,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
             if units > limit:
                 state.warn_once(
                     ("size", tool.name),
-                    "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d",
+                    "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d "
+                    "(response= declares what it needs and caps its lists)",
                     tool.name, units, limit,
                 )
     tool_called.send(current_app._get_current_object(), call=call,  # type: ignore[attr-defined]
@@ -365,6 +369,7 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
 def _audit(
     tool: Tool, verified: VerifiedCall | None, status: int, duration_ms: float | None,
     reason: str | None, call: ToolCall | None, values: bool = False,
+    projected: dict[str, int] | None = None,
 ) -> None:
     if not audit_logger.isEnabledFor(logging.INFO):
         return
@@ -379,4 +384,6 @@ def _audit(
     }
     if call is not None:
         record["arguments"] = dict(call.args) if values else sorted(call.args)
+    if projected is not None:  # what response= left out: counts only, never values
+        record["response"] = projected
     audit_logger.info("bailing tool call %s", record, extra={"bailing": record})

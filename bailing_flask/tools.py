@@ -212,6 +212,11 @@ class ToolOptions(_Model):
     failure_is_atomic: bool | None = Field(default=None, strict=True)
 
     validate_unsigned: bool | None = None
+    #: The declared return shape: a pydantic model class or ``list[Model]``.
+    #: Only its fields leave, within its limits (:mod:`bailing_flask.projection`).
+    response: Any = None
+    #: ``result(value) -> value``: shapes a successful result before ``response=``.
+    result: Callable[..., Any] | None = None
     #: Parameters the lint flags as identity, credential or infrastructure that
     #: the model may choose all the same, each with the reason why.
     model_chooses: dict[str, str] | None = None
@@ -231,6 +236,16 @@ class ToolOptions(_Model):
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
+
+    @field_validator("response")
+    @classmethod
+    def _response_shape(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        from .projection import check_response_shape
+
+        check_response_shape(value)  # raises ValueError naming the problem
+        return value
 
     @field_validator("model_chooses", mode="before")
     @classmethod
@@ -359,7 +374,7 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
     from ._sync import check_async_support
 
-    for option in ("authorizer", "idempotency_key"):
+    for option in ("authorizer", "idempotency_key", "result"):
         try:
             check_async_support(getattr(validated, option), f"{option}= of {where}")
         except ConfigurationError as exc:
