@@ -202,7 +202,7 @@ class _Field:
 
 
 class _ModelNode:
-    __slots__ = ("model", "fields", "names", "exclude")
+    __slots__ = ("model", "fields", "names", "exclude", "plan")
 
     def __init__(self, model: type[BaseModel]) -> None:
         self.model = model
@@ -210,47 +210,65 @@ class _ModelNode:
         self.names: frozenset[str] = frozenset()
         #: pydantic's ``exclude`` for the hidden fields below this model (``None``: nothing)
         self.exclude: dict[str, Any] | None = None
+        #: per field: ``(key_in, first key read, other keys read, node, key_out, field if hidden)``
+        self.plan: tuple[tuple[str, str, tuple[str, ...], Any, str, _Field | None], ...] = ()
+
+    def finish(self, fields: list[_Field]) -> None:
+        self.fields = tuple(fields)
+        self.names = frozenset(n for f in fields for n in (f.name, *f.read))
+        self.plan = tuple(
+            (f.key_in, f.read[0], f.read[1:], f.node, f.key_out, f if f.hidden else None) for f in fields
+        )
 
     def walk(self, value: Any, ctx: _Ctx, path: Any) -> Any:
         if value is None:
             return None
-        if not isinstance(value, Mapping) and hasattr(value, "keys") and hasattr(value, "__getitem__"):
-            value = {key: value[key] for key in value.keys()}  # sqlite3.Row and the like
+        if type(value) is not dict and not isinstance(value, Mapping):
+            if hasattr(value, "keys") and hasattr(value, "__getitem__"):
+                value = {key: value[key] for key in value.keys()}  # sqlite3.Row and the like
+            else:
+                return self._walk_object(value, ctx, path)
         out: dict[str, Any] = {}
-        if isinstance(value, Mapping):
-            consumed = 0
-            for field in self.fields:
-                found = _MISSING
-                for key in field.read:
-                    found = value.get(key, _MISSING)
+        get = value.get
+        consumed = 0
+        for key_in, first, others, node, key_out, hidden in self.plan:
+            found = get(first, _MISSING)
+            if found is _MISSING:
+                for key in others:
+                    found = get(key, _MISSING)
                     if found is not _MISSING:
                         break
-                if found is _MISSING:
+                else:
                     continue
-                consumed += 1
-                out[field.key_in] = self._walk_field(field, found, ctx, path)
-            ctx.fields += max(0, len(value) - consumed)
-            return out
+            consumed += 1
+            if hidden is not None:
+                out[key_in] = _walk_hidden(hidden, found, ctx)
+            elif node is None:
+                out[key_in] = found
+            else:
+                out[key_in] = node.walk(found, ctx, (path, key_out))
+        if len(value) > consumed:
+            ctx.fields += len(value) - consumed
+        return out
+
+    def _walk_object(self, value: Any, ctx: _Ctx, path: Any) -> Any:
         if isinstance(value, (str, bytes, bytearray, list, tuple, int, float)):
             return value  # not an object: validation says so
+        out: dict[str, Any] = {}
         for field in self.fields:
             found = getattr(value, field.name, _MISSING)
             if found is _MISSING and field.key_in != field.name:
                 found = getattr(value, field.key_in, _MISSING)
-            if found is not _MISSING:
-                out[field.key_in] = self._walk_field(field, found, ctx, path)
+            if found is _MISSING:
+                continue
+            if field.hidden:
+                out[field.key_in] = _walk_hidden(field, found, ctx)
+            elif field.node is None:
+                out[field.key_in] = found
+            else:
+                out[field.key_in] = field.node.walk(found, ctx, (path, field.key_out))
         ctx.fields += _other_attributes(value, self.names)
         return out
-
-    @staticmethod
-    def _walk_field(field: _Field, value: Any, ctx: _Ctx, path: Any) -> Any:
-        if field.hidden:
-            # validated like the rest, never serialised; nothing it holds is named anywhere
-            ctx.fields += 1
-            if field.sensitive:
-                ctx.sensitive += 1
-            return field.node.walk(value, _Ctx(ctx.default_cap), None) if field.node else value
-        return field.node.walk(value, ctx, (path, field.key_out)) if field.node is not None else value
 
     def describe(self, depth: int, default_cap: int | None) -> str:
         if depth <= 0:
@@ -259,6 +277,14 @@ class _ModelNode:
 
 
 _Node = Union[_StrNode, _ListNode, _DictNode, _ModelNode]
+
+
+def _walk_hidden(field: _Field, value: Any, ctx: _Ctx) -> Any:
+    """A sensitive or excluded field: validated like the rest, never serialised, never named."""
+    ctx.fields += 1
+    if field.sensitive:
+        ctx.sensitive += 1
+    return field.node.walk(value, _Ctx(ctx.default_cap), None) if field.node is not None else value
 
 
 def _other_attributes(value: Any, names: frozenset[str]) -> int:
@@ -377,8 +403,7 @@ def _model_node(model: type[BaseModel], stack: tuple[type[BaseModel], ...] = ())
             below = _exclusions(child)
             if below is not None:
                 exclude[name] = below
-    node.fields = tuple(fields)
-    node.names = frozenset(n for f in fields for n in (f.name, *f.read))
+    node.finish(fields)
     node.exclude = exclude or None
     _MODEL_NODES[model] = node
     return node
