@@ -61,6 +61,7 @@ class ToolKwargs(TypedDict, total=False):
     rerun_uncertain: bool
     failure_is_atomic: bool
     response: type[BaseModel] | type[list[Any]]
+    max_items: int
     result: Callable[..., Any]
     model_chooses: Mapping[str, str]
 

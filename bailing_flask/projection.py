@@ -655,9 +655,14 @@ class Shaper:
 
 
 def make_shaper(options: Any, default_cap: int | None) -> Shaper | None:
-    """The tool's :class:`Shaper`, or ``None`` when it declares neither ``response=`` nor ``result=``."""
+    """The tool's :class:`Shaper`, or ``None`` when it declares neither ``response=`` nor ``result=``.
+
+    ``default_cap`` is ``BAILING_RESPONSE_MAX_ITEMS``; the tool's ``max_items=`` wins.
+    """
     if options.response is None and options.result is None:
         return None
+    if options.max_items is not None:
+        default_cap = options.max_items or None
     return Shaper(options.response, options.result, default_cap)
 
 

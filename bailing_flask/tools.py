@@ -215,6 +215,10 @@ class ToolOptions(_Model):
     #: The declared return shape: a pydantic model class or ``list[Model]``.
     #: Only its fields leave, within its limits (:mod:`bailing_flask.projection`).
     response: Any = None
+    #: With ``response=``: the most items a list keeps when the model sets no
+    #: ``max_length`` (the top-level list of ``list[Model]`` included); ``0``:
+    #: no cap. Default: ``BAILING_RESPONSE_MAX_ITEMS``.
+    max_items: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
     #: ``result(value) -> value``: shapes a successful result before ``response=``.
     result: Callable[..., Any] | None = None
     #: Parameters the lint flags as identity, credential or infrastructure that

@@ -371,6 +371,32 @@ def test_the_default_cap_is_a_setting(setting: int | None, kept: int) -> None:
     assert len([c for c in customers if "customer_id" in c]) == kept
 
 
+def test_a_tool_may_set_its_own_default_cap() -> None:
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_RESPONSE_MAX_ITEMS=2)
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.get("/few")
+    @tool(scope="t.read", response=list[Customer], max_items=3)
+    def few() -> Any:
+        """Three at most."""
+        return [{"customer_id": i, "name": "n"} for i in range(10)]
+
+    @app.get("/all")
+    @tool(scope="t.read", response=Page, max_items=0)
+    def everything() -> Any:
+        """No default cap (the model's own max_length still applies)."""
+        return {"hits": [{"id": i, "label": "x"} for i in range(10)], "total": 10}
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.call("few").json()[-1] == {"truncated": {"[]": "3 of 10 items shown; more exist"}}
+    assert len(hub.call("everything").json()["hits"]) == 3
+    returns = hub.document()["paths"]["/few"]["get"]["x-agent-capability"]["guidance"]["returns"]
+    assert returns.startswith("A list (at most 3) of objects")
+    with pytest.raises(ToolDeclarationError, match="max_items"):
+        tool(scope="t.read", response=Page, max_items=-1)(lambda: None)
+
+
 def test_a_bad_cap_setting_is_refused() -> None:
     app, _ = make_app(BAILING_RESPONSE_MAX_ITEMS="fifty")
     with pytest.raises(ConfigurationError, match="BAILING_RESPONSE_MAX_ITEMS"):
