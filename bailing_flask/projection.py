@@ -125,7 +125,7 @@ class _StrNode:
         limit = self.max_length
         if isinstance(value, str) and len(value) > limit:
             ctx.strings += 1
-            ctx.mark(path, f"first {limit} of {len(value)} characters shown")
+            ctx.mark(path, f"cut to {limit} of {len(value)} characters")
             return value[: limit - 1] + "…" if limit >= 2 else value[:limit]
         return value
 

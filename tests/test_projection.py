@@ -328,9 +328,9 @@ def test_lists_and_strings_are_cut_to_the_models_limits_and_the_cut_is_named(
     assert [hit["label"] for hit in page["hits"]] == ["labe…"] * 3
     assert page["truncated"] == {
         "hits": "3 of 8 items shown; more exist",
-        "hits[0].label": "first 5 of 7 characters shown",
-        "hits[1].label": "first 5 of 7 characters shown",
-        "hits[2].label": "first 5 of 7 characters shown",
+        "hits[0].label": "cut to 5 of 7 characters",
+        "hits[1].label": "cut to 5 of 7 characters",
+        "hits[2].label": "cut to 5 of 7 characters",
     }
     assert page["total"] == 8 and "page" not in page
     assert audit_of(caplog, "hits")["response"] == {
@@ -346,7 +346,7 @@ def test_nested_limits_apply_inside_nested_models(shop: tuple[Flask, list[Any], 
     order = hub.call("as_dict").json()
     assert order["title"] == "A very long…" and len(order["title"]) == 12
     assert order["lines"] == [{"sku": "A", "tags": ["a", "b"]}]
-    assert order["truncated"] == {"title": "first 12 of 24 characters shown",
+    assert order["truncated"] == {"title": "cut to 12 of 24 characters",
                                   "lines[0].tags": "2 of 3 items shown; more exist"}
 
 
@@ -485,7 +485,7 @@ def test_the_converter_runs_before_the_shape_on_decoded_json(shop: tuple[Flask, 
     page = hub.call("converted").json()
     assert seen == [{"rows": [{"id": 1, "name": "one", "secret": "x"}, {"id": 2, "name": "twotwo"}]}]
     assert page == {"hits": [{"id": 1, "label": "one"}, {"id": 2, "label": "twot…"}], "total": 2,
-                    "truncated": {"hits[1].label": "first 5 of 6 characters shown"}}
+                    "truncated": {"hits[1].label": "cut to 5 of 6 characters"}}
 
 
 def test_a_converter_alone_may_answer_text(hub: HubSimulator) -> None:
