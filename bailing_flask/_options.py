@@ -61,6 +61,10 @@ class ToolKwargs(TypedDict, total=False):
     rerun_uncertain: bool
     failure_is_atomic: bool
     business_approval: bool
+    response: type[BaseModel] | type[list[Any]]
+    max_items: int
+    result: Callable[..., Any]
+    model_chooses: Mapping[str, str]
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -81,6 +85,7 @@ class BailingKwargs(TypedDict, total=False):
     public_catalog: bool
     audit_argument_values: bool
     response_size_warning: int | None
+    response_max_items: int | None
     store: str | IdempotencyStore | None
     idempotency_retention: float
     idempotency_lease: float

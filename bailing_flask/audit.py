@@ -82,6 +82,9 @@ AUDIT_FIELD_DOCS: dict[str, str] = {
     "duration_ms": "Milliseconds from the gate to the answer.",
     "replayed": "Answered from the idempotency store (a repeated side effect).",
     "approval_id": "The business approval that admitted the call (`business_approval` tools).",
+    "response": "What `response=` left out of the answer, as counts only (`fields_dropped`, "
+                "`sensitive_dropped`, `items_dropped`, `strings_cut`); null for tools without a "
+                "declared shape and for answers it does not touch.",
     "arguments": "The argument names, sorted; a name -> value object instead with "
                  "`BAILING_AUDIT_ARGUMENT_VALUES` for tools that are not `sensitive`; null when "
                  "the call was refused before its arguments were validated.",
@@ -167,6 +170,7 @@ def gate_record(
     values: bool = False,
     error: str | None = None,
     replayed: bool = False,
+    response: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The record of one call that reached the gate."""
     arguments: Any = None
@@ -193,6 +197,7 @@ def gate_record(
         "duration_ms": None if duration_ms is None else round(duration_ms, 2),
         "replayed": replayed,
         "approval_id": request.environ.get(APPROVAL_KEY),
+        "response": response,
         "arguments": arguments,
     }
 
@@ -280,6 +285,7 @@ def signature_refusal(
                 "duration_ms": None,
                 "replayed": False,
                 "approval_id": None,
+                "response": None,
                 "arguments": None,
                 # the hub's own negative probe of every catalog refresh: refused on purpose
                 "expected": path == state.middleware.catalog_path
@@ -313,6 +319,7 @@ def callback_refusal(state: BailingState, kind: str, error: SignatureError) -> N
             "duration_ms": None,
             "replayed": False,
             "approval_id": None,
+            "response": None,
             "arguments": None,
             "callback": kind,
         }, gate=False)

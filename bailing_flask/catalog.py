@@ -56,6 +56,8 @@ def _capability(tool: Tool) -> dict[str, Any]:
         guidance["when_to_use"] = options.when_to_use
     if options.returns:
         guidance["returns"] = options.returns
+    elif tool.shaper is not None and tool.shaper.returns:
+        guidance["returns"] = tool.shaper.returns  # what response= lets through
     if options.examples:
         guidance["examples"] = list(options.examples)
     if options.context:

@@ -35,6 +35,7 @@ from .arguments import ArgumentError, validate_arguments
 from .authz import SubjectLoadError, decide, load_user, tool_info
 from .context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from .idempotency import REPLAY_HEADER
+from .projection import PROJECTION_KEY, finish
 from .responses import ErrorInfo, json_response
 from .signals import tool_called, tool_denied, tool_failed
 from .tools import get_declaration
@@ -332,7 +333,8 @@ def run_gate(
             return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
     def execute() -> Response:
-        return state.app.make_response(call_view())
+        # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+        return finish(state, tool, call_view())
 
     try:
         response = state.run_side_effect(tool, call, execute)
@@ -362,7 +364,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     reason = None if response.status_code < 400 else "view_status"
     _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
            values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
-           replayed=response.headers.get(REPLAY_HEADER) == "true")
+           replayed=response.headers.get(REPLAY_HEADER) == "true",
+           projected=request.environ.get(PROJECTION_KEY))
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
     length = response.content_length  # set for every non-streamed body: no copy needed to check
     if (limit and 200 <= response.status_code < 300 and not response.is_streamed
@@ -373,7 +376,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
             if units > limit:
                 state.warn_once(
                     ("size", tool.name),
-                    "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d",
+                    "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d "
+                    "(response= declares what it needs and caps its lists)",
                     tool.name, units, limit,
                 )
     if tool_called.receivers:
@@ -407,6 +411,7 @@ def _audit(
     state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
     reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
     values: bool = False, error: str | None = None, replayed: bool = False,
+    projected: dict[str, int] | None = None,
 ) -> None:
     environ = request.environ
     span = environ.pop(audit.SPAN_KEY, None)
@@ -416,5 +421,5 @@ def _audit(
         started = environ.get(audit.STARTED_KEY)
         duration_ms = None if started is None else (time.perf_counter() - started) * 1000
     record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
-                               error=error, replayed=replayed)
+                               error=error, replayed=replayed, response=projected)
     audit.emit(state, record, span=span)

@@ -37,7 +37,7 @@ from werkzeug.exceptions import HTTPException
 
 from ._wsgi_headers import is_hop_by_hop
 from ._sync import call_sync
-from .responses import ErrorInfo
+from .responses import REASON_HEADER, ErrorInfo
 from .stores import (
     EntryMeta,
     IdempotencyStore,
@@ -196,7 +196,12 @@ class Idempotency:
             self._failed(store, tool, key, token, f"the view raised {type(exc).__name__}")
             raise
         if response.status_code >= 500:
-            self._failed(store, tool, key, token, f"the view answered HTTP {response.status_code}")
+            if response.headers.get(REASON_HEADER) == "invalid_response":
+                # the view finished (its effect happened); only its answer was withheld
+                self._failed(store, tool, key, token, "the view's result did not match its "
+                             "declared response shape and was withheld", effect_done=True)
+            else:
+                self._failed(store, tool, key, token, f"the view answered HTTP {response.status_code}")
             return response
         stored = StoredResponse(
             status=response.status_code,
@@ -214,9 +219,10 @@ class Idempotency:
                          "show as uncertain", key, tool.name)
         return response
 
-    def _failed(self, store: IdempotencyStore, tool: Tool, key: str, token: str, why: str) -> None:
+    def _failed(self, store: IdempotencyStore, tool: Tool, key: str, token: str, why: str,
+                effect_done: bool = False) -> None:
         """A side effect failed: uncertain by default, released if its failures are atomic."""
-        if tool.options.failure_is_atomic:
+        if tool.options.failure_is_atomic and not effect_done:
             self._release(store, key, token)
             return
         try:

@@ -21,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, create_model
 from ._schema import converter_schema, model_schema, type_schema
 from ._sync import asgiref_available, is_async_callable
 from .context import ToolInfo
-from .errors import ToolDeclarationError
+from .errors import ConfigurationError, ToolDeclarationError
 from .lint.codes import Finding, finding
+from .param_hazards import param_findings
+from .projection import Shaper, make_shaper
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -63,6 +65,8 @@ class Tool:
     path_kinds: dict[str, str] = field(default_factory=dict)
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
+    #: What ``result=`` and ``response=`` make of a successful answer (``None``: nothing).
+    shaper: Shaper | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def info(self) -> ToolInfo:
@@ -326,7 +330,8 @@ def _default_name(endpoint: str, method: str, several: bool, prefix: str | None)
 
 
 def _compile_tool(
-    rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool
+    rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool,
+    max_items: int | None = None,
 ) -> Tool:
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
@@ -341,6 +346,10 @@ def _compile_tool(
     idempotent = method == "GET" or bool(options.idempotent)
     risk = options.risk or ("medium" if method != "GET" and not readonly else "low")
     description = options.description or _doc_summary(declaration.view)
+    try:
+        shaper = make_shaper(options, max_items)
+    except ValueError as exc:  # response= given through tool_defaults, never validated
+        raise ToolDeclarationError(f"{where}: {exc}") from None
     return Tool(
         name=name,
         method=method,
@@ -362,6 +371,7 @@ def _compile_tool(
         body_model=options.body,
         path_kinds=kinds,
         declaration=declaration,
+        shaper=shaper,
     )
 
 
@@ -389,6 +399,7 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
     view = tool.declaration.view if tool.declaration is not None else None
     if view is not None and is_async_callable(view) and not asgiref_available():
         findings.append(finding("async_view_without_flask_async", key, view=tool.view_name))
+    findings.extend(param_findings(tool))
     literal = _RULE_VAR.sub("", tool.rule)
     if not _SAFE_LITERAL.match(literal):
         findings.append(finding("rule_literal_not_reproducible", key, rule=tool.rule))
@@ -406,6 +417,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
     findings: list[Finding] = []
     by_endpoint: dict[tuple[str, str], Tool] = {}
     seen: set[int] = set()
+    max_items = _max_items(app)
     rules = list(app.url_map.iter_rules())
     for rule in rules:
         view = app.view_functions.get(rule.endpoint)
@@ -445,7 +457,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
                     rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
                 ))
                 continue
-            compiled = _compile_tool(rule, method, declared[method][0], options, several)
+            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items)
             if compiled.options.deprecated:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
             by_endpoint[(rule.endpoint, method)] = compiled
@@ -458,6 +470,20 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
         if item.reason in ("enabled=False", "method not in methods=")
     )
     return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
+
+
+def _max_items(app: Flask) -> int | None:
+    """``BAILING_RESPONSE_MAX_ITEMS``: ``None`` or ``0`` is no default cap."""
+    from .settings import DEFAULTS
+
+    value = app.config.get("BAILING_RESPONSE_MAX_ITEMS", DEFAULTS["BAILING_RESPONSE_MAX_ITEMS"])
+    if value is None or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"BAILING_RESPONSE_MAX_ITEMS must be a whole number of list items (or None), not {value!r}"
+        )
+    return value
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:

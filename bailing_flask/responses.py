@@ -42,6 +42,7 @@ REASON_STATUS: dict[str, int] = {
     "replayed": 401,
     "request_altered": 401,
     "tool_not_registered": 500,
+    "invalid_response": 500,
     "method_not_allowed": 405,
     "catalog_unavailable": 503,
     "login_required": 403,
@@ -74,6 +75,10 @@ _MESSAGES: dict[str, str] = {
     "tool_not_registered": (
         "This tool cannot be served: a decorator between its route and @tool hides the "
         "declaration (use functools.wraps in that decorator)."
+    ),
+    "invalid_response": (
+        "This tool's result did not match the return shape it declares, so it was withheld; "
+        "the tool's operator has to fix the tool (the server log names the fields)."
     ),
     "method_not_allowed": "Method not allowed.",
     "catalog_unavailable": "The tool catalog could not be built; see the server log.",

@@ -80,6 +80,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_RESPONSE_SIZE_WARNING", 8192,
             "Warn when a successful tool response is longer than this many UTF-16 code units "
             "(the model only reads the first 8192)."),
+    Setting("BAILING_RESPONSE_MAX_ITEMS", 50,
+            "For tools with a declared `response=` shape: the most items any list in the answer "
+            "keeps when the model does not set a `max_length` of its own. The rest are cut and the "
+            "cut is named in the answer's `truncated` field. `None` or `0`: no default cap."),
     Setting("BAILING_STORE", None,
             "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0`. "
             "Default: a SQLite file `bailing.sqlite3` in the app's instance folder."),

@@ -14,7 +14,7 @@ import inspect
 import json
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
@@ -213,6 +213,18 @@ class ToolOptions(_Model):
 
     validate_unsigned: bool | None = None
     business_approval: bool | None = None
+    #: The declared return shape: a pydantic model class or ``list[Model]``.
+    #: Only its fields leave, within its limits (:mod:`bailing_flask.projection`).
+    response: Any = None
+    #: With ``response=``: the most items a list keeps when the model sets no
+    #: ``max_length`` (the top-level list of ``list[Model]`` included); ``0``:
+    #: no cap. Default: ``BAILING_RESPONSE_MAX_ITEMS``.
+    max_items: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
+    #: ``result(value) -> value``: shapes a successful result before ``response=``.
+    result: Callable[..., Any] | None = None
+    #: Parameters the lint flags as identity, credential or infrastructure that
+    #: the model may choose all the same, each with the reason why.
+    model_chooses: dict[str, str] | None = None
 
     @model_validator(mode="after")
     def _deduplication_is_consistent(self) -> ToolOptions:
@@ -229,6 +241,40 @@ class ToolOptions(_Model):
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
+
+    @field_validator("response")
+    @classmethod
+    def _response_shape(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        from .projection import check_response_shape
+
+        check_response_shape(value)  # raises ValueError naming the problem
+        return value
+
+    @field_validator("model_chooses", mode="before")
+    @classmethod
+    def _reasons_given(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            value = dict(value)
+        else:
+            raise ValueError(
+                "model_chooses needs a reason per parameter, e.g. {'user_id': 'the admin picks "
+                "the user to unlock; the authorizer checks it is in their tenant'}"
+            )
+        for name, reason in value.items():
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError("model_chooses keys are parameter names")
+            if not isinstance(reason, str) or len(reason.strip()) < 10:
+                raise ValueError(
+                    f"model_chooses[{name!r}] needs a reason (at least 10 characters): why the "
+                    "model may choose this value, and what checks it"
+                )
+            if len(reason) > 500:
+                raise ValueError(f"model_chooses[{name!r}]: keep the reason under 500 characters")
+        return value
 
     @field_validator("context")
     @classmethod
@@ -333,7 +379,7 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
     from ._sync import check_async_support
 
-    for option in ("authorizer", "idempotency_key"):
+    for option in ("authorizer", "idempotency_key", "result"):
         try:
             check_async_support(getattr(validated, option), f"{option}= of {where}")
         except ConfigurationError as exc:

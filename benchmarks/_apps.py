@@ -9,6 +9,9 @@
   - ``POST /api/orders/idem`` - the same POST tool with de-duplication on
     (the default for a side-effecting tool), over ``BAILING_STORE``.
 
+* :func:`rows_app` - one read tool answering 20 ORM-like rows, with and
+  without ``response=`` (what the return-shape projection costs).
+
 * :func:`bare_app` - the same views without the package: the POST view
   parses its JSON body with ``request.get_json()``, the GET view reads
   ``request.args``; they answer the same bytes.
@@ -132,6 +135,87 @@ def tool_app(store: str | None = None, secret: str | None = None) -> Flask:
         """List orders."""
         query = current_call.query
         return _listed(query.status, query.limit)  # type: ignore[union-attr]
+
+    return app
+
+
+# -- the same read tool with and without a declared return shape ------------------------------------
+
+ROWS_PATH = "/api/orders/rows"
+ROWS_TOOL = "order_rows"
+#: How many rows the view returns (the default cap of 50 cuts nothing).
+ROWS = 20
+
+
+class CustomerOut(BaseModel):
+    customer_id: int
+    name: str
+
+
+class OrderOut(BaseModel):
+    order_id: int
+    order_no: str
+    status: str
+    amount: float
+    customer: CustomerOut
+    note: str = Field("", max_length=200)
+
+
+class OrderRowsOut(BaseModel):
+    orders: list[OrderOut]
+    total: int
+
+
+def _rows() -> dict[str, Any]:
+    """What an ORM-backed search hands the view: 20 rows of 10 columns, a nested customer of 4."""
+    return {
+        "orders": [
+            {"order_id": 1000 + i, "order_no": f"T1-{1000 + i}", "status": "paid", "amount": 19.9 + i,
+             "note": "leave at the door", "internal_note": "VIP, escalate", "warehouse_id": 3,
+             "cost_price": 7.25, "created_by": "u1", "updated_at": "2024-05-02T10:15:00Z",
+             "customer": {"customer_id": 100 + i, "name": "Ann Example", "phone": "+1 555 0100",
+                          "email": "ann@example.com"}}
+            for i in range(ROWS)
+        ],
+        "total": ROWS,
+        "page": 1,
+    }
+
+
+def _trimmed(rows: dict[str, Any]) -> dict[str, Any]:
+    """What a team writes by hand instead of ``response=``: the same fields, picked in the view."""
+    return {
+        "orders": [
+            {"order_id": o["order_id"], "order_no": o["order_no"], "status": o["status"],
+             "amount": o["amount"], "note": o["note"][:200],
+             "customer": {"customer_id": o["customer"]["customer_id"], "name": o["customer"]["name"]}}
+            for o in rows["orders"][:50]
+        ],
+        "total": rows["total"],
+    }
+
+
+def rows_app(shaped: bool, secret: str | None = None, by_hand: bool = False) -> Flask:
+    """One read tool returning :func:`_rows`.
+
+    ``shaped=True`` declares ``response=OrderRowsOut``; ``by_hand=True``
+    trims the rows in the view instead (:func:`_trimmed`).
+    """
+    from bailing_flask import Bailing, tool
+
+    app = Flask("bench_rows_shaped" if shaped else "bench_rows_hand" if by_hand else "bench_rows_plain")
+    app.config.update(BAILING_SECRETS=[secret or os.environ.get("BENCH_SECRET", SECRET)],
+                      BAILING_STORE="memory://")
+    bailing = Bailing(app)
+    bailing.subject_loader(load_subject)
+    bailing.authorizer(authorize)
+    options: dict[str, Any] = {"response": OrderRowsOut} if shaped else {}
+
+    @app.get(ROWS_PATH)
+    @tool(name=ROWS_TOOL, scope=SCOPE_READ, **options)
+    def order_rows() -> Any:
+        """List order rows."""
+        return _trimmed(_rows()) if by_hand else _rows()
 
     return app
 

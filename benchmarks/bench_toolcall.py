@@ -20,6 +20,16 @@ catalog the tool app serves (the hub's own wire form: a 50-byte
 signed once per block at most (re-signed when older than 120 s). POST and
 GET are two separate interleaved series of the four variants, timed on this
 thread's CPU clock.
+
+A third series times the return-shape projection: the same read tool
+(``_apps.rows_app``: 20 rows of 10 columns with a nested customer, as an
+ORM-backed search returns them) without anything (``plain``: the full rows
+go out), with ``response=`` (``shaped``: a model of 5 columns and 2
+customer fields) and trimming the same fields by hand in the view
+(``by_hand``: what a team would write instead). ``shaped`` - ``plain`` is
+what the declaration costs a tool that trimmed nothing (the smaller answer
+pays part of it back); ``shaped`` - ``by_hand`` is the price of having the
+package do it (plus validation and the ``truncated`` bookkeeping).
 """
 
 from __future__ import annotations
@@ -92,6 +102,55 @@ def _difference(per_round: Rounds, name: str, minus: str, metric: str, result_na
     )
 
 
+def build_projection() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same read tool with (``shaped``) and without (``plain``) ``response=``."""
+    apps = {"plain": _apps.rows_app(shaped=False), "shaped": _apps.rows_app(shaped=True),
+            "by_hand": _apps.rows_app(shaped=False, by_hand=True)}
+    cases: dict[str, Any] = {}
+    facts: dict[str, Any] = {"rows": _apps.ROWS}
+    for variant, app in apps.items():
+        hub = HubSimulator(app, _apps.SECRET, client="bench")
+
+        def make_env(hub: HubSimulator = hub) -> dict[str, Any]:
+            return environ_for(hub.build_call(_apps.ROWS_TOOL, {}, subject=_apps.SUBJECT))
+
+        env = make_env()
+        status, _headers, payload = call_once(app, dict(env), b"")
+        if not status.startswith("200"):
+            raise AssertionError(f"{variant}: {status} {payload[:300]!r}")
+        facts[f"{variant}_response_bytes"] = len(payload)
+        cases[variant] = SameRequest(app, make_env, b"")
+        if variant != "plain" and (b"internal_note" in payload or b'"orders"' not in payload):
+            raise AssertionError(f"the {variant} variant did not trim its answer")
+    return cases, facts
+
+
+def _run_projection(quick: bool) -> list[Result]:
+    cases, facts = build_projection()
+    per_round = compare(cases, rounds=21 if quick else 101, block_ms=8.0,
+                        warmup_s=0.2 if quick else 0.5)
+    extra = {**facts, **{f"{v}_us_per_call": round(_us(per_round, v), 2) for v in cases}}
+    results = [
+        ratio_result(per_round, group=GROUP, name="shaped_vs_plain_get", numerator="plain",
+                     denominator="shaped", op="", threshold=0.0, extra=extra,
+                     metric=f"calls/s of a read tool with response= / the same tool without it "
+                            f"({_apps.ROWS} rows of 10 columns kept to 5 and a nested customer of 4 "
+                            "kept to 2; no target)"),
+        _difference(per_round, "shaped", "plain",
+                    "CPU µs per call response= adds to a tool that sent its full rows (keep the "
+                    "declared fields, validate, serialise the smaller answer; no target)",
+                    "response_projection_us_get"),
+        _difference(per_round, "shaped", "by_hand",
+                    "CPU µs per call response= costs over picking the same fields by hand in the "
+                    "view (no target)", "response_vs_by_hand_us_get"),
+    ]
+    results[-1].notes.append(
+        f"{GROUP}/projection: " + ", ".join(
+            f"{v} {_us(per_round, v):.1f} µs ({facts[f'{v}_response_bytes']} bytes)" for v in cases)
+        + f" CPU per call (median of {len(per_round['plain'])} rounds)")
+    return results
+
+
 def run(quick: bool = False) -> list[Result]:
     results: list[Result] = []
     for method in ("POST", "GET"):
@@ -129,6 +188,7 @@ def run(quick: bool = False) -> list[Result]:
             f"{GROUP}/{method}: " + ", ".join(f"{v} {_us(per_round, v):.1f} µs" for v in VARIANTS)
             + f" CPU per call (median of {len(per_round['tool'])} rounds; "
             f"{per_round.stats['descheduled']} of {per_round.stats['blocks']} blocks lost the core)")
+    results += _run_projection(quick)
     return results
 
 

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS customers (
     phone     TEXT NOT NULL,
     email     TEXT NOT NULL
 );
+-- orders.internal_note: what the support staff note about an order (back office only, never an agent)
 CREATE TABLE IF NOT EXISTS orders (
     id           INTEGER PRIMARY KEY,
     tenant_id    TEXT NOT NULL REFERENCES tenants(id),
@@ -50,7 +51,8 @@ CREATE TABLE IF NOT EXISTS orders (
     amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
     status       TEXT NOT NULL
                  CHECK (status IN ('pending', 'paid', 'shipped', 'cancelled', 'refunded')),
-    created_at   TEXT NOT NULL
+    created_at   TEXT NOT NULL,
+    internal_note TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS orders_by_tenant ON orders (tenant_id, created_at);
 CREATE TABLE IF NOT EXISTS refund_requests (
@@ -109,11 +111,19 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring a database created by an older version of the demo up to the schema."""
+    columns = {row["name"] for row in conn.execute("PRAGMA table_info(orders)")}
+    if "internal_note" not in columns:
+        conn.execute("ALTER TABLE orders ADD COLUMN internal_note TEXT NOT NULL DEFAULT ''")
+
+
 def init_app(app: Flask) -> None:
     """Create the schema, seed the demo data on first run, close connections per request."""
     from .seed import seed_if_empty
 
     with closing(connect(app.config["DATABASE"])) as conn:
         conn.executescript(SCHEMA)
+        _add_missing_columns(conn)
         seed_if_empty(conn)
     app.teardown_appcontext(close_db)

@@ -52,6 +52,14 @@ ORDERS = [
     (2004, "t2", 202, "T2-2004", "Milk frother", 4500, "paid", "2024-05-05T17:25:00Z"),
 ]
 
+#: What the support staff wrote about some orders: the back office shows it, the tools never do.
+INTERNAL_NOTES = {
+    1001: "Customer called twice about the delivery date; goodwill voucher approved by Alice.",
+    1002: "Dock was a replacement for a unit returned in April (RMA 4471).",
+    1007: "VIP customer: escalate any complaint to the team lead.",
+    2002: "Customer disputed the first charge with their bank; resolved.",
+}
+
 REFUND_REQUESTS = [
     # the webcam was refunded in full through the back office, before any agent existed
     (1, "t1", 1008, 7500, "Arrived broken", "executed", "u1", None, "2024-05-10T09:00:00Z", "u1",
@@ -81,6 +89,10 @@ def seed_if_empty(conn: sqlite3.Connection) -> bool:
             "INSERT INTO orders (id, tenant_id, customer_id, order_no, item, amount_cents, status, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             ORDERS,
+        )
+        conn.executemany(
+            "UPDATE orders SET internal_note = ? WHERE id = ?",
+            [(note, order_id) for order_id, note in INTERNAL_NOTES.items()],
         )
         conn.executemany(
             "INSERT INTO refund_requests (id, tenant_id, order_id, amount_cents, reason, status, "

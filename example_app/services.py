@@ -102,14 +102,14 @@ def _order_json(row: sqlite3.Row) -> dict[str, Any]:
 
 _ORDER_SELECT = """
     SELECT o.id, o.order_no, o.item, o.amount_cents, o.status, o.created_at, o.customer_id,
-           c.name AS customer_name
+           o.internal_note, c.name AS customer_name
       FROM orders o JOIN customers c ON c.id = o.customer_id
 """
 
 
 def search_orders(
     conn: sqlite3.Connection, tenant_id: str, *, keyword: str | None = None,
-    status: str | None = None, page: int = 1,
+    status: str | None = None, page: int = 1, page_size: int = PAGE_SIZE,
 ) -> dict[str, Any]:
     """One page of the tenant's orders, newest first.
 
@@ -133,14 +133,14 @@ def search_orders(
     ).fetchone()[0]
     rows = conn.execute(
         f"{_ORDER_SELECT} WHERE {condition} ORDER BY o.created_at DESC, o.id DESC LIMIT ? OFFSET ?",
-        [*params, PAGE_SIZE, (page - 1) * PAGE_SIZE],
+        [*params, page_size, (page - 1) * page_size],
     ).fetchall()
     return {
         "orders": [_order_json(row) for row in rows],
         "page": page,
-        "page_size": PAGE_SIZE,
+        "page_size": page_size,
         "total": total,
-        "has_more": page * PAGE_SIZE < total,
+        "has_more": page * page_size < total,
     }
 
 
@@ -167,14 +167,21 @@ def _refund_json(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def get_order(conn: sqlite3.Connection, tenant_id: str, order_id: int) -> dict[str, Any]:
-    """An order with its customer and refund requests (raises :class:`NotFound`)."""
+    """An order with its customer and refund requests, as the back office shows it.
+
+    Everything staff may see: the customer's phone number, the internal
+    note, who filed each refund request. (The ``order_get`` tool declares
+    what of it an agent gets.) Raises :class:`NotFound`.
+    """
     row = _order_row(conn, tenant_id, order_id)
     order = _order_json(row)
+    order["internal_note"] = row["internal_note"]
     customer = conn.execute(
-        "SELECT id, name, email FROM customers WHERE id = ? AND tenant_id = ?",
+        "SELECT id, name, email, phone FROM customers WHERE id = ? AND tenant_id = ?",
         (row["customer_id"], tenant_id),
     ).fetchone()
-    order["customer"] = {"customer_id": customer["id"], "name": customer["name"], "email": customer["email"]}
+    order["customer"] = {"customer_id": customer["id"], "name": customer["name"],
+                         "email": customer["email"], "phone": customer["phone"]}
     refunds = conn.execute(
         "SELECT * FROM refund_requests WHERE order_id = ? AND tenant_id = ? ORDER BY id",
         (order_id, tenant_id),

@@ -23,7 +23,7 @@ from . import services
 from .auth import User
 from .db import get_db
 
-__all__ = ["HUB_APPROVAL_LIMIT", "api"]
+__all__ = ["HUB_APPROVAL_LIMIT", "SEARCH_SHOWN", "api"]
 
 #: Refund requests above this amount need a human approval in the hub before
 #: they are even sent here (``approval.when``); the preview reports it.
@@ -39,6 +39,12 @@ ORDER_ID = Param(
 MAX_ID = 2**31 - 1
 
 
+#: How many orders one search shows the agent; the rest are cut (and the cut is named).
+SEARCH_SHOWN = 5
+#: How many rows the search reads at most (the query is bounded, the answer more so).
+SEARCH_LIMIT = 100
+
+
 class OrderSearchQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,7 +53,56 @@ class OrderSearchQuery(BaseModel):
         description="Words that must all appear in the order number, item or customer name.",
     )
     status: services.OrderStatus | None = Field(None, description="Only orders in this status.")
-    page: int = Field(1, ge=1, le=1000, description=f"1-based page ({services.PAGE_SIZE} orders per page).")
+
+
+# -- what the agent gets back (``response=``): only these fields leave, within these limits ----------
+
+
+class OrderSummary(BaseModel):
+    order_id: int
+    order_no: str
+    customer: str
+    item: str
+    amount: float
+    status: str
+    created_at: str
+
+
+class OrderSearchResult(BaseModel):
+    orders: list[OrderSummary] = Field(max_length=SEARCH_SHOWN)
+    total: int
+    message: str
+
+
+class CustomerView(BaseModel):
+    """The customer as an agent sees it: no phone number (the back office shows it)."""
+
+    customer_id: int
+    name: str
+    email: str
+
+
+class RefundView(BaseModel):
+    refund_request_id: int
+    amount: float
+    reason: str = Field(max_length=200)
+    status: str
+    created_at: str
+    executed_at: str | None = None
+
+
+class OrderView(BaseModel):
+    """An order without the internal note, the customer's phone or who filed each refund."""
+
+    order_id: int
+    order_no: str
+    item: str
+    amount: float
+    status: str
+    created_at: str
+    customer: CustomerView
+    refund_requests: list[RefundView]
+    refundable_amount: float
 
 
 class RefundPreviewBody(BaseModel):
@@ -105,35 +160,49 @@ def _order_page(order_id: int) -> str:
     return base + url_for("shop.order_detail", order_id=order_id)
 
 
+def search_observation(found: dict[str, Any]) -> dict[str, Any]:
+    """``result=`` of ``order_search``: tell the agent in words when more orders match than it sees."""
+    total = found["total"]
+    if total > SEARCH_SHOWN:
+        message = (f"{total} orders match; the newest {SEARCH_SHOWN} are shown. Narrow the search "
+                   "(more keywords, a status) to reach the others.")
+    else:
+        message = f"{total} order(s) match."
+    return {**found, "message": message}
+
+
 @api.get("/orders")
 @tool(
     name="order_search", scope="order.read", query=OrderSearchQuery,
+    result=search_observation, response=OrderSearchResult,
     when_to_use="Find orders by customer, item, order number or status before acting on one.",
-    returns="A page of orders, each with its integer order_id, plus total and has_more.",
     examples=[{"keyword": "张三 耳机", "status": "paid"}],
 )
 def order_search() -> Any:
-    """Search the company's orders.
+    """Search the company's orders, newest first.
 
     Search is always limited to the acting user's tenant by the service.
+    The view returns what the back office's search returns; ``result=``
+    adds a sentence about the rest and ``response=`` keeps the newest five
+    (marking the cut in ``truncated``) and drops the paging fields.
     """
     query = cast(OrderSearchQuery, current_call.query)
-    result = services.search_orders(
+    return services.search_orders(
         get_db(), _user().tenant_id, keyword=query.keyword,
-        status=query.status.value if query.status else None, page=query.page,
+        status=query.status.value if query.status else None, page_size=SEARCH_LIMIT,
     )
-    return jsonify(result)
 
 
 @api.get("/orders/<int:order_id>")
-@tool(
-    name="order_get", scope="order.read", params=[ORDER_ID],
-    returns="The order with its customer, refund requests and the amount still refundable.",
-)
+@tool(name="order_get", scope="order.read", params=[ORDER_ID], response=OrderView)
 def order_get(order_id: int) -> Any:
-    """Read one order in full."""
+    """Read one order in full.
+
+    The service returns the back office's record (customer phone, internal
+    note, staff ids); ``response=OrderView`` is what the agent may see.
+    """
     try:
-        return jsonify(services.get_order(get_db(), _user().tenant_id, order_id))
+        return services.get_order(get_db(), _user().tenant_id, order_id)
     except services.NotFound:
         return _not_found(f"order {order_id}")
 

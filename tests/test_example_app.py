@@ -114,19 +114,26 @@ def refund_rows(database: Path, order_id: int) -> list[sqlite3.Row]:
 # -- order_search / order_get ----------------------------------------------------------------------
 
 
-def test_search_by_keyword_status_and_page(hub: HubSimulator) -> None:
+def test_search_by_keyword_and_status(hub: HubSimulator) -> None:
     assert set(order_ids(hub.call("order_search", {"keyword": "耳机"}, subject="t1:u1"))) == {1001, 1007}
     assert set(order_ids(hub.call("order_search", {"keyword": "张三 降噪"}, subject="t1:u1"))) == {1007}
-    paid = order_ids(hub.call("order_search", {"status": "paid"}, subject="t1:u1"))
-    assert set(paid) == {1001, 1002, 1005, 1007}
+    paid = hub.call("order_search", {"status": "paid"}, subject="t1:u1").json()
+    assert {o["order_id"] for o in paid["orders"]} == {1001, 1002, 1005, 1007}
+    assert paid["message"] == "4 order(s) match." and "truncated" not in paid
 
-    first = hub.call("order_search", {}, subject="t1:u1").json()
-    second = hub.call("order_search", {"page": 2}, subject="t1:u1").json()
-    assert (first["total"], first["page_size"], first["has_more"]) == (8, 5, True)
-    assert second["has_more"] is False
-    ids = [o["order_id"] for o in first["orders"] + second["orders"]]
-    assert set(ids) == T1_ORDERS and len(ids) == 8
-    assert all(isinstance(order_id, int) for order_id in ids)
+
+def test_search_shows_the_newest_five_and_says_more_exist(hub: HubSimulator) -> None:
+    found = hub.call("order_search", {}, subject="t1:u1").json()
+    assert [o["order_id"] for o in found["orders"]] == [1008, 1007, 1006, 1005, 1004]
+    assert found["total"] == 8
+    # the package's marker, and the sentence the tool's result= converter adds
+    assert found["truncated"] == {"orders": "5 of 8 items shown; more exist"}
+    assert found["message"].startswith("8 orders match; the newest 5 are shown. Narrow the search")
+    # the service's paging fields are not part of the declared shape
+    assert set(found) == {"orders", "total", "message", "truncated"}
+    assert all(isinstance(o["order_id"], int) for o in found["orders"])
+    older = hub.call("order_search", {"keyword": "T1-100"}, subject="t1:u1").json()
+    assert older["total"] == 8 and "truncated" in older
 
 
 def test_search_only_sees_the_subjects_tenant(hub: HubSimulator) -> None:
@@ -148,6 +155,50 @@ def test_order_get_reads_an_order_of_the_own_tenant(hub: HubSimulator) -> None:
     assert (order["order_id"], order["status"], order["refundable_amount"]) == (1008, "refunded", 0)
     assert order["customer"]["name"] == "Anna Schmidt"
     assert [r["status"] for r in order["refund_requests"]] == ["executed"]
+
+
+def test_order_get_leaves_out_the_phone_number_and_the_internal_note(
+    hub: HubSimulator, app: Flask, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from example_app import services
+    from example_app.db import get_db
+
+    with app.app_context():  # what the service (and the back office) has
+        full = services.get_order(get_db(), "t1", 1001)
+    assert full["customer"]["phone"] and full["internal_note"]
+    with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
+        response = hub.call("order_get", {"order_id": 1001}, subject="t1:u1")
+    assert response.status == 200
+    text = response.text
+    order = response.json()
+    assert set(order["customer"]) == {"customer_id", "name", "email"}
+    assert "internal_note" not in order
+    assert full["customer"]["phone"] not in text and full["internal_note"] not in text
+    record = next(r.bailing for r in caplog.records if getattr(r, "bailing", {}).get("tool") == "order_get")
+    assert record["response"]["fields_dropped"] == 2  # the note, the phone
+
+
+def test_the_back_office_still_shows_the_phone_and_the_note(app: Flask) -> None:
+    client = app.test_client()
+    client.post("/login", data={"tenant": "t1", "username": "u1", "password": "alice-demo"})
+    page = client.get("/orders/1001").get_data(as_text=True)
+    assert "+86 138 0000 1001" in page and "goodwill voucher" in page
+
+
+def test_a_database_from_before_the_internal_note_gets_the_column(database: Path) -> None:
+    with sqlite3.connect(database) as conn:
+        conn.execute("ALTER TABLE orders DROP COLUMN internal_note")
+    hub = HubSimulator(create_app(_config(database)), SECRET)
+    assert hub.call("order_get", {"order_id": 1001}, subject="t1:u1").status == 200
+
+
+def test_the_catalog_tells_the_model_what_comes_back(hub: HubSimulator) -> None:
+    paths = hub.document()["paths"]
+    returns = paths["/api/orders/{order_id}"]["get"]["x-agent-capability"]["guidance"]["returns"]
+    assert returns.startswith("An object with: order_id, order_no")
+    assert "customer {customer_id, name, email}" in returns and "phone" not in returns
+    search = paths["/api/orders"]["get"]["x-agent-capability"]["guidance"]["returns"]
+    assert "orders (list, at most 5)" in search and '"truncated"' in search
 
 
 def test_other_tenant_cannot_read_an_order(hub: HubSimulator) -> None:
@@ -382,7 +433,7 @@ def test_catalog_declares_exactly_the_six_tools(hub: HubSimulator) -> None:
 
     search = document["paths"]["/api/orders"]["get"]["parameters"]
     assert {p["name"]: p["schema"]["type"] for p in search} == {
-        "keyword": "string", "status": "string", "page": "integer",
+        "keyword": "string", "status": "string",
     }
     assert "paid" in next(p for p in search if p["name"] == "status")["schema"]["enum"]
     assert all(p["description"] for p in search)

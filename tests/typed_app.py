@@ -11,7 +11,7 @@ from flask import Blueprint, Flask, Response, jsonify
 from flask.views import MethodView
 from pydantic import BaseModel, Field
 
-from bailing_flask import Bailing, ToolCall, get_current_call, tool, tool_defaults
+from bailing_flask import Bailing, Param, ToolCall, get_current_call, tool, tool_defaults
 from bailing_flask.hub_client import HubClient
 
 
@@ -21,7 +21,8 @@ class RefundBody(BaseModel):
 
 
 app = Flask(__name__)
-bailing = Bailing(app, secrets=["a-secret-of-at-least-32-bytes-0123456789"], store="memory://")
+bailing = Bailing(app, secrets=["a-secret-of-at-least-32-bytes-0123456789"], store="memory://",
+                  response_max_items=20)
 api: Blueprint = tool_defaults(Blueprint("api", __name__), scope_prefix="shop.", subject_required=True)
 
 
@@ -41,6 +42,31 @@ def order_get(order_id: int) -> Response:
     """Read one order."""
     call = get_current_call()
     return jsonify(order_id=order_id, subject=call.subject if call else None)
+
+
+class OrderView(BaseModel):
+    order_id: int
+    status: str
+
+
+def observation(value: dict[str, object]) -> dict[str, object]:
+    return {**value, "message": "one order"}
+
+
+@api.get("/orders")
+@tool(scope="order.read", response=list[OrderView], result=observation,
+      params=[Param("owner", description="Whose orders to review.")],
+      model_chooses={"owner": "the support lead picks whose orders to review"})
+def order_list() -> list[dict[str, object]]:
+    """List orders."""
+    return [{"order_id": 1, "status": "paid", "internal_note": "x"}]
+
+
+@api.get("/orders/latest")
+@tool(scope="order.read", response=OrderView)
+def order_latest() -> dict[str, object]:
+    """The newest order."""
+    return {"order_id": 1, "status": "paid"}
 
 
 @tool(scope="refund.write", body=RefundBody, deduplicate=True)

@@ -602,6 +602,36 @@ _TABLE: tuple[Code, ...] = (
        "@tool on {view} sits above the route decorator; the gate guards the route either way, "
        "but below the route decorator reads as intended",
        stages=("registry",)),
+    _c("identity_param", "warning", "bailing", None,
+       "{names} of {tool} would come from the model: who acts, for which tenant and with which "
+       "roles, departments or permissions must come from the signed subject, not from the model "
+       "(or a prompt injection in what it read), or the call has two sources of truth for the actor",
+       "read the subject (current_call.subject, current_call.user from your subject loader) and "
+       "look the tenant, roles, departments and permissions up in your own tables; if the model "
+       "really picks this value (the target of an administrator's action), authorize it and say "
+       "why: model_chooses={example}",
+       stages=("registry",)),
+    _c("credential_param", "warning", "bailing", None,
+       "{names} of {tool} would come from the model: a credential the model sends sits in its "
+       "prompt, in the hub's audit and in logs, and a model that has to hold it has leaked it already",
+       "read credentials from the app's configuration or secret store (per acting user: your own "
+       "tables, keyed by the signed subject); if the model must send this value, say why: "
+       "model_chooses={example}",
+       stages=("registry",)),
+    _c("infrastructure_param", "warning", "bailing", None,
+       "{names} of {tool} would come from the model: a target the model picks lets a prompt "
+       "injection send the app's own requests (with its credentials) anywhere -- internal services, "
+       "cloud metadata, an attacker's server -- or redirect users there",
+       "keep hosts, base URLs and callbacks in the app's configuration, or let the model pick an "
+       "id from your own table of allowed targets; if the model must give it, check it against an "
+       "allow-list and say why: model_chooses={example}",
+       stages=("registry",)),
+    _c("model_chooses_unknown", "warning", "bailing", None,
+       "model_chooses of {tool!r} names {name!r}, which is not one of its parameters "
+       "(it silences nothing)",
+       "use the parameter's name as the catalog shows it (a nested body property by its dotted "
+       "path, e.g. 'filter.tenant_id')",
+       stages=("registry",)),
 )
 
 #: Every code by name, in the order of the documentation.
