@@ -4,7 +4,7 @@ The hub is a Node.js program: it turns arguments into a URL with
 ``encodeURIComponent`` and ``URLSearchParams``, into header values with
 ``String()``, and into a body with ``JSON.stringify``; it walks objects in JS
 property order. Python's ``urlencode``, ``str()`` and ``json.dumps`` all
-differ somewhere (``CONTRACT.md`` §3.2-3.5, traps T6, T13, T15), and a
+differ somewhere (see the security page's traps T6, T13 and T15), and a
 signature over different bytes is a failed call. These helpers are used by
 the test client (to call tools exactly as the hub does) and by the
 middleware's path reconstruction.

@@ -1,7 +1,7 @@
 """JSON schemas for tool parameters, in the dialect the hub can read.
 
 Pydantic emits JSON Schema 2020-12 with ``$defs``/``$ref``; the hub never
-resolves ``$ref`` (``CONTRACT.md`` §6.1) and the catalog is OpenAPI 3.0.
+resolves ``$ref`` and the catalog is OpenAPI 3.0.
 So references are inlined, ``Optional[X]`` collapses to ``X`` (the hub
 drops ``null`` arguments before sending anything), and the few 2020-12
 keywords 3.0 lacks are translated.

@@ -1,6 +1,6 @@
 """Receiving what the hub POSTs back: finished jobs, deliveries, approval requests.
 
-These requests are signed differently from tool calls (``CONTRACT.md`` §7.1):
+These requests are signed differently from tool calls:
 ``sha256=HMAC(client token, "<milliseconds>.<raw body>")``. The key is the
 *client token*, not the provider secret, and the unit is milliseconds: the
 two mistakes every integration makes once. A request signed with the

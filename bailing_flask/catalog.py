@@ -1,6 +1,6 @@
 """Render the registry as the OpenAPI 3.0 catalog the hub compiles.
 
-Every field the hub consumes is emitted explicitly (``CONTRACT.md`` §6.3),
+Every field the hub consumes is emitted explicitly,
 so what the hub decides (risk, read-only, subject, approval) is visible in
 the document rather than left to its defaults. Output is deterministic:
 paths sorted, methods in a fixed order, so the same app gives the same

@@ -1,6 +1,6 @@
 """A small client for the business -> hub calls, on the standard library only.
 
-Three calls matter to a business (``CONTRACT.md`` §7.5 and Appendix A):
+Three calls matter to a business:
 
 * ``POST /approvals/{id}/decision`` to answer an approval request, signed
   with the millisecond ``ts.body`` scheme or sent with the client token as

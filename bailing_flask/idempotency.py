@@ -1,11 +1,11 @@
 """Side effects that happen at most once, keyed on what the hub signed.
 
-``X-Bailing-Idempotency-Key`` is not covered by the signature (§2.2):
+``X-Bailing-Idempotency-Key`` is not covered by the signature:
 anyone replaying a captured request within the window can change or drop
 it. So a call's identity is derived from signed material only (method,
 signed path+query, body hash, subject and job id), which is exactly the
-hub's own notion of "the same call" (job + tool + arguments + subject,
-§8.1) and cannot be altered without breaking the signature. The unsigned
+hub's own notion of "the same call" (job + tool + arguments + subject)
+and cannot be altered without breaking the signature. The unsigned
 key is recorded next to the entry for reconciliation and cross-checked.
 
 First arrival runs the view and stores its final response (2xx and 4xx,

@@ -1,8 +1,8 @@
 """Typed views of what BailingHub really POSTs to the business, and of the
-approval decision the business sends back (``CONTRACT.md`` §7.2-7.5).
+approval decision the business sends back.
 
 The hub's docs and JSON schemas describe shapes the hub never sends
-(``CONTRACT.md`` §12: ``approval_id:"appr_…"``, ``args_hash:"sha256:…"``,
+(the hub's documentation shows ``approval_id:"appr_…"``, ``args_hash:"sha256:…"``,
 ``route`` as a key, ``approve``/``deny``). These models follow the hub's
 code instead, so a payload in the documented-but-wrong shape fails loudly
 here rather than producing a decision the hub refuses.

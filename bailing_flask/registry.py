@@ -84,7 +84,7 @@ class Tool:
 
     @property
     def side_effecting(self) -> bool:
-        """Exactly when the hub sends ``X-Bailing-Idempotency-Key`` (§8.1)."""
+        """Exactly when the hub sends ``X-Bailing-Idempotency-Key``: a write without ``idempotent``."""
         return not self.readonly and not self.idempotent
 
     @property

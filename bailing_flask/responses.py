@@ -1,7 +1,7 @@
 """Response shapes: JSON errors with a stable reason, and the workflow result.
 
 The hub shows non-2xx bodies of tool calls to the model (up to 2048
-characters, ``CONTRACT.md`` §3.11) and treats every 2xx as success, so
+characters) and treats every 2xx as success, so
 errors use real status codes and carry only a code, an explanation and the
 names of offending parameters: never values, secrets or bodies.
 """

@@ -2,7 +2,7 @@
 
 :class:`HubSimulator` reads the catalog the app really serves, compiles it
 the way the hub does (:func:`bailing_flask.lint.compile_tools`), and builds
-each request with the hub's rules (``CONTRACT.md`` §3): JS property order,
+each request with the hub's rules: JS property order,
 ``encodeURIComponent`` for path parameters, ``URLSearchParams`` for the
 query, a ``JSON.stringify`` body of at least ``{}`` on every non-GET call,
 the hub's headers, the idempotency key for side-effecting tools, and the
@@ -45,7 +45,7 @@ __all__ = [
     "canonical_json",
 ]
 
-#: The synthetic subject of the hub's authorization probe (``CONTRACT.md`` §5.3).
+#: The synthetic subject of the hub's authorization probe.
 PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
 #: The exact body the hub POSTs to a dedicated authz-probe endpoint.
 PROBE_BODY = (
@@ -67,7 +67,7 @@ def signed_headers(
     idempotency_key: str | None = None,
     ts: int | str | None = None,
 ) -> dict[str, str]:
-    """The ``X-Bailing-*`` headers of a tool call (``CONTRACT.md`` §3.7).
+    """The ``X-Bailing-*`` headers of a tool call.
 
     ``subject=None`` omits On-Behalf-Of (anonymous call); ``job_id=None``
     omits the Job-Id header. Header values are returned as text; characters
@@ -94,7 +94,7 @@ def signed_headers(
 
 
 def catalog_headers(secret: str, path_with_query: str, *, ts: int | str | None = None) -> dict[str, str]:
-    """The only two headers of a signed catalog fetch (``CONTRACT.md`` §4.2)."""
+    """The only two headers of a signed catalog fetch."""
     stamp = str(int(time.time()) if ts is None else ts)
     return {
         "X-Bailing-Timestamp": stamp,
@@ -113,7 +113,7 @@ def canonical_json(value: Any) -> str:
 
 
 def idempotency_key(tool: str, args: Mapping[str, Any], job_id: str, subject: str | None) -> str:
-    """``X-Bailing-Idempotency-Key`` as the hub derives it (``CONTRACT.md`` §8.1)."""
+    """``X-Bailing-Idempotency-Key`` as the hub derives it."""
     args_hash = hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
     envelope = {"args_hash": args_hash, "job_id": job_id, "on_behalf_of": subject or "", "tool": tool}
     return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()

@@ -1,4 +1,4 @@
-"""Visitor tickets for the hub's chat widget (``CONTRACT.md`` §9).
+"""Visitor tickets for the hub's chat widget.
 
 A signed-in user of the business opens the hub's chat widget. The business
 backend proves who that user is with a short ticket signed by its *client

@@ -65,7 +65,7 @@ class _Model(BaseModel):
 
 
 class ApprovalCondition(_Model):
-    """One ``approval.when`` condition (``CONTRACT.md`` §6.5).
+    """One ``approval.when`` condition.
 
     Also accepted as a string such as ``"amount > 500"`` or
     ``"currency in [\\"USD\\",\\"EUR\\"]"`` (the value is JSON, else text).
@@ -156,7 +156,7 @@ class Param:
         schema of its URL converter (so ``Param("order_id", location="path",
         description=...)`` only adds the description).
     :param location: ``"query"``, ``"path"`` (to describe a route
-        variable) or ``"header"`` (unsigned: avoid, see ``CONTRACT.md`` T12).
+        variable) or ``"header"`` (unsigned: avoid, see the security page's trap T12).
     """
 
     name: str

@@ -1,7 +1,6 @@
 """The two hub-facing endpoints: the signed catalog and the authz probe.
 
-Both answer exactly what the hub's classifiers expect (``CONTRACT.md`` §4.4,
-§5.4): the catalog is 200 only for a correctly signed fetch and 401 (never a
+Both answer exactly what the hub's classifiers expect: the catalog is 200 only for a correctly signed fetch and 401 (never a
 redirect, never 200) otherwise; the probe answers ``{"authorized": bool}``
 computed by the app's own authorizers, never a bare ``{"ok": true}``.
 """
@@ -104,7 +103,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
 
 
 def _probe_subject(verified: VerifiedCall) -> str | None:
-    """The body's ``subject`` if it is a string, else the signed header (§5.5)."""
+    """The body's ``subject`` if it is a string, else the signed header, as the hub's probe sends it."""
     raw = request.get_data(cache=True)
     if raw:
         try:

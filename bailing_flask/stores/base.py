@@ -2,7 +2,7 @@
 
 A side-effecting tool call can reach the business twice: the hub retries
 after a timeout, or someone replays a captured request within the signature
-window (``CONTRACT.md`` §8.1). The web layer therefore reserves the call's
+window. The web layer therefore reserves the call's
 identity key *before* running the view, and the store decides atomically who
 runs it. The life of one key:
 
