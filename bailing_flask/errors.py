@@ -8,6 +8,11 @@ None of them ever carries a secret, a signature or a request body.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from .reasons import REASONS
+
 __all__ = [
     "BailingError",
     "ConfigurationError",
@@ -18,50 +23,8 @@ __all__ = [
 ]
 
 
-#: Human-readable explanations of each refusal reason. They describe what is
-#: wrong and how to fix it, and never contain request data.
-REASON_MESSAGES: dict[str, str] = {
-    "missing_signature": (
-        "This endpoint only answers requests signed by BailingHub "
-        "(the X-Bailing-Signature header is missing)."
-    ),
-    "malformed_signature": (
-        "X-Bailing-Signature must be 'sha256=' followed by 64 lowercase hex "
-        "digits, sent once."
-    ),
-    "malformed_timestamp": (
-        "X-Bailing-Timestamp must be a Unix time made of ASCII digits only, sent once."
-    ),
-    "timestamp_out_of_window": (
-        "X-Bailing-Timestamp is outside the accepted window; check that the "
-        "clocks of the hub and this server are synchronised (NTP)."
-    ),
-    "bad_signature": (
-        "The signature does not match this request; check the shared secret and "
-        "that no proxy rewrites the path, the query or the body."
-    ),
-    "malformed_job_id": "X-Bailing-Job-Id must not contain '.'.",
-    "ambiguous_signature": (
-        "The signed fields of this request could be read in more than one way (a '.' "
-        "followed by 64 hex digits and another '.' in the subject or the path and query), "
-        "so the signature cannot tell which request the hub signed."
-    ),
-    "unexpected_body": "A GET or HEAD request signed by the hub never carries a body.",
-    "body_too_large": "The request body is larger than this endpoint accepts.",
-    "malformed_body": (
-        "The request body could not be read completely (bad Content-Length or "
-        "an interrupted upload)."
-    ),
-    "not_configured": (
-        "This server has no BailingHub secret configured yet, so it cannot verify any hub "
-        "request; the operator must set the tool source's provider secret."
-    ),
-    "wrong_key": (
-        "The signature was made with a different key than the one expected here "
-        "(tool calls use the provider secret; callbacks, approvals and tickets "
-        "use the client token)."
-    ),
-}
+#: The message of each refusal reason, from the one table in :mod:`bailing_flask.reasons`.
+REASON_MESSAGES: Mapping[str, str] = MappingProxyType({r.code: r.message for r in REASONS.values()})
 
 
 class BailingError(Exception):
@@ -97,9 +60,10 @@ class SignatureError(BailingError):
         body problems).
     """
 
-    def __init__(self, reason: str, status: int = 401, detail: str | None = None) -> None:
+    def __init__(self, reason: str, status: int | None = None, detail: str | None = None) -> None:
         self.reason = reason
-        self.status = status
+        entry = REASONS.get(reason)
+        self.status = status if status is not None else (entry.status if entry else 401)
         self.detail = detail
         super().__init__(detail or REASON_MESSAGES.get(reason, reason))
 
@@ -116,10 +80,5 @@ class SignatureError(BailingError):
         missing or non-numeric timestamp) and ``bad_signature``; the precise
         code stays in :attr:`reason`.
         """
-        if self.reason in ("malformed_timestamp", "timestamp_out_of_window"):
-            return "timestamp_out_of_window"
-        if self.reason in ("body_too_large", "malformed_body"):
-            return self.reason
-        if self.reason == "not_configured":
-            return "unavailable"
-        return "bad_signature"
+        entry = REASONS.get(self.reason)
+        return entry.sdk_error if entry is not None else "bad_signature"

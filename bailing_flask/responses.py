@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from flask import Response
 
 from .errors import REASON_MESSAGES
+from .reasons import REASONS
 
 __all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER"]
 
@@ -27,84 +29,8 @@ MAX_ERROR_BODY = 2048
 #: 401s, redirects and error pages.
 REASON_HEADER = "X-Bailing-Reason"
 
-#: Default status of each Flask-level refusal reason.
-REASON_STATUS: dict[str, int] = {
-    "missing_signature": 401,
-    "subject_required": 403,
-    "forbidden": 403,
-    "no_authorizer": 403,
-    "unknown_parameter": 422,
-    "invalid_parameter": 422,
-    "invalid_body": 422,
-    "idempotency_in_progress": 409,
-    "idempotency_uncertain": 409,
-    "idempotency_store_unavailable": 503,
-    "replayed": 401,
-    "request_altered": 401,
-    "tool_not_registered": 500,
-    "invalid_response": 500,
-    "method_not_allowed": 405,
-    "catalog_unavailable": 503,
-    "login_required": 403,
-    "fresh_login_required": 403,
-    "business_approval_required": 403,
-}
-
-_MESSAGES: dict[str, str] = {
-    **REASON_MESSAGES,
-    "subject_required": "This tool acts on behalf of a user; the call carried no subject.",
-    "forbidden": "The acting subject is not allowed to use this tool.",
-    "no_authorizer": "This tool has no authorization rule configured, so every call is refused.",
-    "unknown_parameter": "The call carried parameters this tool does not declare.",
-    "invalid_parameter": "Some parameters do not match the tool's declaration.",
-    "invalid_body": "The request body must be a JSON object.",
-    "idempotency_in_progress": "The same call is still being processed; retry later.",
-    "idempotency_uncertain": (
-        "An earlier attempt of this exact call did not finish cleanly; it needs manual "
-        "reconciliation before it can be answered."
-    ),
-    "idempotency_store_unavailable": (
-        "The idempotency store is unavailable, so side effects are paused; nothing was executed."
-    ),
-    "replayed": "This exact signed request was already received.",
-    "request_altered": (
-        "The request was changed after its signature was verified (a middleware between the "
-        "verifier and the app rewrote its method, path, query or body), so it is not the request "
-        "the hub signed."
-    ),
-    "tool_not_registered": (
-        "This tool cannot be served: a decorator between its route and @tool hides the "
-        "declaration (use functools.wraps in that decorator)."
-    ),
-    "invalid_response": (
-        "This tool's result did not match the return shape it declares, so it was withheld; "
-        "the tool's operator has to fix the tool (the server log names the fields)."
-    ),
-    "method_not_allowed": "Method not allowed.",
-    "catalog_unavailable": "The tool catalog could not be built; see the server log.",
-    "login_required": (
-        "This tool's view requires a logged-in user, and the call's subject is anonymous or not "
-        "a user of this application."
-    ),
-    "fresh_login_required": (
-        "This tool's view requires a fresh interactive login, which a call through BailingHub "
-        "never is; it cannot be used as a tool."
-    ),
-    "business_approval_required": (
-        "This tool runs only after the business approved this exact call (same job, subject and "
-        "arguments) in its own approval flow; no such approval is on record here."
-    ),
-}
-
-#: The coarse ``error`` code (what the hub's SDKs would answer) per reason.
-_COARSE = {
-    401: "bad_signature",
-    403: "forbidden",
-    409: "conflict",
-    405: "method not allowed",
-    422: "invalid_arguments",
-    503: "unavailable",
-}
+#: Default status of each refusal reason, from the one table in :mod:`bailing_flask.reasons`.
+REASON_STATUS: Mapping[str, int] = MappingProxyType({r.code: r.status for r in REASONS.values()})
 
 
 @dataclass(frozen=True)
@@ -124,11 +50,9 @@ class ErrorInfo:
 
     @property
     def error(self) -> str:
-        if self.reason in ("timestamp_out_of_window", "malformed_timestamp"):
-            return "timestamp_out_of_window"
-        if self.reason in ("body_too_large", "malformed_body"):
-            return self.reason
-        return _COARSE.get(self.status, self.reason)
+        """The coarse code the hub's SDKs would answer (the table's, else the reason)."""
+        entry = REASONS.get(self.reason)
+        return entry.sdk_error if entry is not None else self.reason
 
     def payload(self) -> dict[str, Any]:
         """The JSON body, at most :data:`MAX_ERROR_BODY` characters long.
@@ -144,7 +68,7 @@ class ErrorInfo:
     @classmethod
     def make(cls, reason: str, status: int | None = None, **details: Any) -> ErrorInfo:
         return cls(status or REASON_STATUS.get(reason, 400), reason,
-                   _MESSAGES.get(reason, reason), details)
+                   REASON_MESSAGES.get(reason, reason), details)
 
 
 def _units(payload: dict[str, Any]) -> int:

@@ -10,8 +10,7 @@ drift from it:
     is a build warning (so an error under ``-W``).
 
 ``.. bailing-reasons::``
-    The refusal reason codes (:data:`bailing_flask.errors.REASON_MESSAGES`
-    and :data:`bailing_flask.responses.REASON_STATUS`) with their HTTP
+    The refusal reason codes (:data:`bailing_flask.reasons.REASONS`) with their HTTP
     status, the coarse ``error`` field and the message callers see.
 
 ``.. bailing-codes:: TABLE``
@@ -180,28 +179,14 @@ class ReasonsDirective(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        from bailing_flask.errors import REASON_MESSAGES, SignatureError
-        from bailing_flask.responses import REASON_STATUS, ErrorInfo
+        from bailing_flask.reasons import REASONS
 
-        self.env.note_dependency(_module_file("bailing_flask.errors"))
-        self.env.note_dependency(_module_file("bailing_flask.responses"))
-        # statuses the middleware gives (SignatureError(reason, status)); 401 unless a body problem
-        # or no secret configured
-        middleware_status = {"body_too_large": 413, "malformed_body": 400, "not_configured": 503}
+        self.env.note_dependency(_module_file("bailing_flask.reasons"))
         rows: list[list[nodes.Node]] = []
-        seen: list[str] = []
-        for reason in list(REASON_MESSAGES) + [r for r in REASON_STATUS if r not in REASON_MESSAGES]:
-            if reason in seen:
-                continue
-            seen.append(reason)
-            if reason in REASON_STATUS:
-                info = ErrorInfo.make(reason)
-                status, error, message = info.status, info.error, info.message
-            else:
-                error_obj = SignatureError(reason, middleware_status.get(reason, 401))
-                status, error, message = error_obj.status, error_obj.sdk_error, error_obj.message
+        for entry in REASONS.values():
             cells: list[nodes.Node] = []
-            for text, literal in ((reason, True), (str(status), False), (error, True), (message, False)):
+            for text, literal in ((entry.code, True), (str(entry.status), False),
+                                  (entry.sdk_error, True), (entry.message, False)):
                 paragraph = nodes.paragraph()
                 paragraph += nodes.literal(text, text) if literal else nodes.Text(text)
                 cells.append(paragraph)

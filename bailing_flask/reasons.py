@@ -1,0 +1,162 @@
+"""Every refusal reason in one table: code, HTTP status, the SDK's coarse code, message.
+
+The codes are public API: the hub shows error bodies of tool calls to the
+model, operators grep logs for them, apps restyle responses by them, and the
+documentation's reason table is generated from :data:`REASONS`. Refusals of
+the middleware (:class:`~bailing_flask.errors.SignatureError`) and of the
+gate (:class:`~bailing_flask.responses.ErrorInfo`) both take their status,
+coarse code and message from here. Messages say what is wrong and how to fix
+it, and never contain request data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Reason", "REASONS", "reason"]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One refusal reason."""
+
+    code: str
+    #: The HTTP status the refusal is answered with.
+    status: int
+    #: The coarse ``error`` code the hub's own SDKs would answer (the precise
+    #: code stays in ``reason``): they only know ``timestamp_out_of_window``
+    #: and ``bad_signature`` for signature problems.
+    sdk_error: str
+    #: The explanation shown to the caller.
+    message: str
+
+
+def _r(code: str, status: int, sdk_error: str, message: str) -> Reason:
+    return Reason(code, status, sdk_error, message)
+
+
+_TABLE: tuple[Reason, ...] = (
+    _r("missing_signature", 401, "bad_signature",
+       (
+           "This endpoint only answers requests signed by BailingHub (the "
+           "X-Bailing-Signature header is missing)."
+       )),
+    _r("malformed_signature", 401, "bad_signature",
+       (
+           "X-Bailing-Signature must be 'sha256=' followed by 64 lowercase hex digits, "
+           "sent once."
+       )),
+    _r("malformed_timestamp", 401, "timestamp_out_of_window",
+       "X-Bailing-Timestamp must be a Unix time made of ASCII digits only, sent once."),
+    _r("timestamp_out_of_window", 401, "timestamp_out_of_window",
+       (
+           "X-Bailing-Timestamp is outside the accepted window; check that the clocks of "
+           "the hub and this server are synchronised (NTP)."
+       )),
+    _r("bad_signature", 401, "bad_signature",
+       (
+           "The signature does not match this request; check the shared secret and that no"
+           " proxy rewrites the path, the query or the body."
+       )),
+    _r("malformed_job_id", 401, "bad_signature",
+       "X-Bailing-Job-Id must not contain '.'."),
+    _r("ambiguous_signature", 401, "bad_signature",
+       (
+           "The signed fields of this request could be read in more than one way (a '.' "
+           "followed by 64 hex digits and another '.' in the subject or the path and "
+           "query), so the signature cannot tell which request the hub signed."
+       )),
+    _r("unexpected_body", 401, "bad_signature",
+       "A GET or HEAD request signed by the hub never carries a body."),
+    _r("body_too_large", 413, "body_too_large",
+       "The request body is larger than this endpoint accepts."),
+    _r("malformed_body", 400, "malformed_body",
+       (
+           "The request body could not be read completely (bad Content-Length or an "
+           "interrupted upload)."
+       )),
+    _r("not_configured", 503, "bad_signature",
+       (
+           "This server has no BailingHub secret configured yet, so it cannot verify any "
+           "hub request; the operator must set the tool source's provider secret."
+       )),
+    _r("wrong_key", 401, "bad_signature",
+       (
+           "The signature was made with a different key than the one expected here (tool "
+           "calls use the provider secret; callbacks, approvals and tickets use the client"
+           " token)."
+       )),
+    _r("subject_required", 403, "forbidden",
+       "This tool acts on behalf of a user; the call carried no subject."),
+    _r("forbidden", 403, "forbidden",
+       "The acting subject is not allowed to use this tool."),
+    _r("no_authorizer", 403, "forbidden",
+       "This tool has no authorization rule configured, so every call is refused."),
+    _r("unknown_parameter", 422, "invalid_arguments",
+       "The call carried parameters this tool does not declare."),
+    _r("invalid_parameter", 422, "invalid_arguments",
+       "Some parameters do not match the tool's declaration."),
+    _r("invalid_body", 422, "invalid_arguments",
+       "The request body must be a JSON object."),
+    _r("idempotency_in_progress", 409, "conflict",
+       "The same call is still being processed; retry later."),
+    _r("idempotency_uncertain", 409, "conflict",
+       (
+           "An earlier attempt of this exact call did not finish cleanly; it needs manual "
+           "reconciliation before it can be answered."
+       )),
+    _r("idempotency_store_unavailable", 503, "unavailable",
+       (
+           "The idempotency store is unavailable, so side effects are paused; nothing was "
+           "executed."
+       )),
+    _r("replayed", 401, "bad_signature",
+       "This exact signed request was already received."),
+    _r("request_altered", 401, "bad_signature",
+       (
+           "The request was changed after its signature was verified (a middleware between"
+           " the verifier and the app rewrote its method, path, query or body), so it is "
+           "not the request the hub signed."
+       )),
+    _r("tool_not_registered", 500, "tool_not_registered",
+       (
+           "This tool cannot be served: a decorator between its route and @tool hides the "
+           "declaration (use functools.wraps in that decorator)."
+       )),
+    _r("invalid_response", 500, "invalid_response",
+       (
+           "This tool's result did not match the return shape it declares, so it was "
+           "withheld; the tool's operator has to fix the tool (the server log names the "
+           "fields)."
+       )),
+    _r("method_not_allowed", 405, "method not allowed",
+       "Method not allowed."),
+    _r("catalog_unavailable", 503, "unavailable",
+       "The tool catalog could not be built; see the server log."),
+    _r("login_required", 403, "forbidden",
+       (
+           "This tool's view requires a logged-in user, and the call's subject is "
+           "anonymous or not a user of this application."
+       )),
+    _r("fresh_login_required", 403, "forbidden",
+       (
+           "This tool's view requires a fresh interactive login, which a call through "
+           "BailingHub never is; it cannot be used as a tool."
+       )),
+    _r("business_approval_required", 403, "forbidden",
+       (
+           "This tool runs only after the business approved this exact call (same job, "
+           "subject and arguments) in its own approval flow; no such approval is on record"
+           " here."
+       )),
+)
+
+#: Every reason by code, in the documentation's order.
+REASONS: Mapping[str, Reason] = {entry.code: entry for entry in _TABLE}
+assert len(REASONS) == len(_TABLE), "a reason is listed twice"
+
+
+def reason(code: str) -> Reason | None:
+    """The table's entry for ``code`` (``None`` for a code outside the table)."""
+    return REASONS.get(code)
