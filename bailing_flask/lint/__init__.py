@@ -25,22 +25,33 @@ mirrors, is listed in :data:`bailing_flask.lint.codes.CODES`.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .codes import Finding
 from .codes import Origin as Origin
 from .codes import Severity as Severity
-from .compiler import (
-    CompiledTool,
-    _Compiler,
-    _Operation,
-    _prepare,
-    _too_deep,
-    compile_names,
-    compile_tools,
-)
-from .hazards import _Hazards
-from .probe import ProbeTarget, authz_probe_target
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compiler import CompiledTool, compile_names, compile_tools
+    from .probe import ProbeTarget, authz_probe_target
+
+#: Loaded on first use: the registry needs only the codes table at start-up, and
+#: the compiler and hazards are most of this package's import time.
+_LAZY = {
+    "CompiledTool": ".compiler", "compile_names": ".compiler", "compile_tools": ".compiler",
+    "ProbeTarget": ".probe", "authz_probe_target": ".probe",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Finding",
@@ -66,6 +77,9 @@ def lint_document(document: object, *, trusted: bool = False) -> list[Finding]:
     just built from plain JSON values, where it only costs time. Findings
     are the same, possibly in another order.
     """
+    from .compiler import _Compiler, _Operation, _prepare, _too_deep
+    from .hazards import _Hazards
+
     doc: dict[str, Any] | None
     invalid: Finding | None
     if trusted and isinstance(document, dict):
