@@ -1126,7 +1126,7 @@ class _Doctor:
             document, format_ = None, None
             json_error = str(exc)
             try:
-                import yaml
+                import yaml  # type: ignore[import-untyped,unused-ignore]
 
                 loaded = yaml.safe_load(text)
             except ImportError:  # PyYAML is optional: without it YAML catalogs are not read
