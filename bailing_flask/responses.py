@@ -39,6 +39,7 @@ REASON_STATUS: dict[str, int] = {
     "idempotency_in_progress": 409,
     "idempotency_uncertain": 409,
     "idempotency_store_unavailable": 503,
+    "transaction_failed": 503,
     "replayed": 401,
     "request_altered": 401,
     "tool_not_registered": 500,
@@ -63,6 +64,11 @@ _MESSAGES: dict[str, str] = {
     ),
     "idempotency_store_unavailable": (
         "The idempotency store is unavailable, so side effects are paused; nothing was executed."
+    ),
+    "transaction_failed": (
+        "The database did not confirm the commit of this call. Either the call and its answer "
+        "were committed, or nothing happened; the same call sent again is answered from the "
+        "record or runs."
     ),
     "replayed": "This exact signed request was already received.",
     "request_altered": (
