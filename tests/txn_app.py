@@ -296,3 +296,25 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
         get_db().commit()  # what a transactional view must not do
 
     return insert, rollback, commit_early
+
+
+def query(config: dict[str, Any], sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` (``?`` placeholders) on the app's database, from outside the app."""
+    backend, database = config["TXN_BACKEND"], config["TXN_DATABASE"]
+    if backend == "sqlalchemy":
+        from sqlalchemy import create_engine
+
+        engine = create_engine(database)
+        try:
+            with engine.connect() as conn:
+                paramstyle = conn.dialect.paramstyle
+                text = sql if paramstyle == "qmark" else sql.replace("?", "%s")
+                return [tuple(row) for row in conn.exec_driver_sql(text, params).all()]
+        finally:
+            engine.dispose()
+    conn = connect(backend, database)
+    try:
+        text = sql if backend == "sqlite3" else sql.replace("?", "%s")
+        return [tuple(row) for row in conn.execute(text, params).fetchall()]
+    finally:
+        conn.close()
