@@ -16,6 +16,7 @@ The services filter by tenant again, so a mistake here cannot leak rows.
 from __future__ import annotations
 
 from bailing_flask import Bailing, ToolCall
+from bailing_flask.transactional import DBAPITransaction
 
 from . import services
 from .auth import User, load_user
@@ -23,7 +24,9 @@ from .db import get_db
 
 __all__ = ["bailing", "parse_subject"]
 
-bailing = Bailing()
+# tools declared transactional=True record each call in the shop's own database, in the
+# transaction of the request's connection (db.init_app creates the table)
+bailing = Bailing(transaction=DBAPITransaction(get_db, create_table=False))
 
 
 def parse_subject(subject: str) -> tuple[str, str] | None:
