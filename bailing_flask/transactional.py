@@ -252,6 +252,42 @@ class TransactionAdapter(ABC):
         """Create the table if it does not exist."""
 
 
+#: The two statements on the request path, with ``?`` placeholders (see :func:`_placeholders`).
+_INSERT_SQL = (
+    "INSERT INTO {t} (call_key, state, token, tool, job_id, subject, unsigned_key, created_at, "
+    "expires_at, status, headers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_COMPLETE_SQL = "UPDATE {t} SET state = ?, status = ?, headers = ?, body = ? WHERE call_key = ? AND token = ?"
+
+
+def _placeholders(statement: str, table: str, paramstyle: str) -> str:
+    """``statement`` for ``table`` in a DB-API ``paramstyle`` (positional parameters)."""
+    text = statement.replace("{t}", table)
+    if paramstyle == "qmark":
+        return text
+    if paramstyle in ("format", "pyformat"):
+        return text.replace("?", "%s")
+    pieces = text.split("?")
+    if paramstyle == "numeric":
+        return "".join(f"{piece}:{i}" if i < len(pieces) else piece for i, piece in enumerate(pieces, 1))
+    if paramstyle == "named":
+        return "".join(f"{piece}:p{i}" if i < len(pieces) else piece for i, piece in enumerate(pieces, 1))
+    raise ConfigurationError(f"unsupported DB-API paramstyle {paramstyle!r}")
+
+
+def _parameters(values: tuple[Any, ...], paramstyle: str) -> Any:
+    if paramstyle == "named":
+        return {f"p{i}": value for i, value in enumerate(values, 1)}
+    return values
+
+
+def _insert_values(record: _Record, state: str = _RUNNING, status: int | None = None,
+                   headers: str | None = None, body: bytes | None = None) -> tuple[Any, ...]:
+    return (record.key, state, record.token, record.meta.tool, record.meta.job_id,
+            record.meta.subject, record.meta.unsigned_key, record.created_at, record.expires_at,
+            status, headers, body)
+
+
 def _entry(row: Any) -> Entry:
     """A database row (a sequence in column order) as the store API's :class:`Entry`."""
     (key, state, token, tool, job_id, subject, unsigned_key, created_at, expires_at,
@@ -322,6 +358,8 @@ class SQLAlchemyTransaction(TransactionAdapter):
         self._lock = threading.Lock()
         # defined now, so a db.create_all() or an Alembic autogenerate that follows sees it
         self._table: Table = _define_table(self._metadata_for_table(), self.table_name)
+        #: the request path's two statements per DB-API paramstyle (built on first use)
+        self._sql: dict[str, tuple[str, str]] = {}
 
     def __repr__(self) -> str:
         return f"SQLAlchemyTransaction(table={self.table_name!r})"
@@ -500,10 +538,40 @@ class _SQLAlchemyCall(_CallTransaction):
         self.session = session
         self.real = type(session)
         self.lost = False
+        self._transaction: Any = None
+        self._conn: Any = None
 
-    def _execute(self, statement: Any) -> Any:
+    def _connection(self) -> Any:
+        # the session's connection, looked up again whenever its transaction changed (the view
+        # rolled back or closed the session)
+        transaction = self.session.get_transaction()
+        if transaction is None or transaction is not self._transaction:
+            self._conn = self.adapter._connection(self.session)
+            self._transaction = self.session.get_transaction()
+        return self._conn
+
+    def _execute(self, which: int, values: tuple[Any, ...]) -> int:
+        """Run the INSERT (0) or the UPDATE (1) on the session's own connection; the row count.
+
+        Straight through the driver's cursor of the connection the session's transaction
+        holds (so in that transaction): SQLAlchemy's statement execution costs more than the
+        two small statements themselves, on every call.
+        """
         try:
-            return self.adapter._connection(self.session).execute(statement)
+            connection = self._connection()
+            paramstyle = connection.dialect.paramstyle
+            statements = self.adapter._sql.get(paramstyle)
+            if statements is None:
+                table = self.adapter.table_name
+                statements = (_placeholders(_INSERT_SQL, table, paramstyle),
+                              _placeholders(_COMPLETE_SQL, table, paramstyle))
+                self.adapter._sql[paramstyle] = statements
+            cursor = connection.connection.cursor()
+            try:
+                cursor.execute(statements[which], _parameters(values, paramstyle))
+                return int(cursor.rowcount)
+            finally:
+                cursor.close()
         except BaseException as exc:
             kind = _classify(exc)
             if kind == "duplicate":
@@ -514,15 +582,8 @@ class _SQLAlchemyCall(_CallTransaction):
                 raise _unavailable(self.adapter, exc) from exc
             raise
 
-    def _insert(self, record: _Record, **values: Any) -> None:
-        from sqlalchemy import insert
-
-        self._execute(insert(self.adapter.table).values(
-            call_key=record.key, state=_RUNNING, token=record.token, tool=record.meta.tool,
-            job_id=record.meta.job_id, subject=record.meta.subject,
-            unsigned_key=record.meta.unsigned_key, created_at=record.created_at,
-            expires_at=record.expires_at, **values,
-        ))
+    def _insert(self, record: _Record, *values: Any) -> None:
+        self._execute(0, _insert_values(record, *values))
 
     def reserve(self, record: _Record) -> None:
         self._insert(record)
@@ -554,17 +615,13 @@ class _SQLAlchemyCall(_CallTransaction):
             del session.rollback
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
-        from sqlalchemy import update
-
         if self.lost:
             raise _Duplicate()
-        table = self.adapter.table
-        values = dict(state=_COMPLETED, status=response.status,
-                      headers=_encode_headers(response.headers), body=response.body)
-        result = self._execute(update(table).where(
-            (table.c.call_key == record.key) & (table.c.token == record.token)).values(**values))
-        if not result.rowcount:  # the view closed the session: insert the finished row
-            self._insert(record, **values)
+        headers = _encode_headers(response.headers)
+        updated = self._execute(1, (_COMPLETED, response.status, headers, response.body, record.key,
+                                    record.token))
+        if not updated:  # the view closed the session: insert the finished row
+            self._insert(record, _COMPLETED, response.status, headers, response.body)
 
     def commit(self) -> None:
         try:
@@ -629,8 +686,7 @@ class DBAPITransaction(TransactionAdapter):
 
     def sql(self, dialect: str, statement: str) -> str:
         """``statement`` with ``{t}`` as the table and ``?`` placeholders in the driver's style."""
-        text = statement.replace("{t}", self.table_name)
-        return text if dialect == "sqlite" else text.replace("?", "%s")
+        return _placeholders(statement, self.table_name, "qmark" if dialect == "sqlite" else "format")
 
     def create_table(self) -> None:
         conn, dialect = self.connection()
@@ -813,14 +869,8 @@ class _DBAPICall(_CallTransaction):
                 raise _unavailable(self.adapter, exc) from exc
             raise
 
-    def _insert(self, record: _Record, state: str = _RUNNING, status: int | None = None,
-                headers: str | None = None, body: bytes | None = None) -> None:
-        self._execute(
-            "INSERT INTO {t} (call_key, state, token, tool, job_id, subject, unsigned_key, created_at, "
-            "expires_at, status, headers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (record.key, state, record.token, record.meta.tool, record.meta.job_id, record.meta.subject,
-             record.meta.unsigned_key, record.created_at, record.expires_at, status, headers, body),
-        )
+    def _insert(self, record: _Record, *values: Any) -> None:
+        self._execute(_INSERT_SQL, _insert_values(record, *values))
 
     def reserve(self, record: _Record) -> None:
         self._begin()
@@ -833,10 +883,8 @@ class _DBAPICall(_CallTransaction):
             # already final or gone; record the answer now, in a transaction of its own
             self.ended_by_view = "the view ended the transaction itself (COMMIT or ROLLBACK)"
             self._begin()
-        cursor = self._execute("UPDATE {t} SET state = ?, status = ?, headers = ?, body = ? "
-                               "WHERE call_key = ? AND token = ?",
-                               (_COMPLETED, response.status, headers, response.body, record.key,
-                                record.token))
+        cursor = self._execute(_COMPLETE_SQL, (_COMPLETED, response.status, headers, response.body,
+                                               record.key, record.token))
         if not cursor.rowcount:
             self._insert(record, _COMPLETED, response.status, headers, response.body)
 
