@@ -15,6 +15,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from .catalog import serialize
+from .stores import StoreUnavailable
 from .transactional import in_transaction_mode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,8 +196,12 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
     entries = store.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
     adapter = _state().idempotency.transactional().adapter()
     if adapter is not None:  # the records of the transaction mode, in the app's database
-        entries = sorted(entries + adapter.list(state=wanted, limit=limit),  # type: ignore[arg-type,unused-ignore]
-                         key=lambda entry: entry.created_at)[:limit]
+        try:
+            recorded = adapter.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
+        except StoreUnavailable as exc:
+            click.echo(f"warning: cannot read {adapter.table_name} ({exc})", err=True)
+            recorded = []
+        entries = sorted(entries + recorded, key=lambda entry: entry.created_at)[:limit]
     now = _time.time()
     for entry in entries:
         data = entry.to_dict(now=now)

@@ -358,3 +358,46 @@ def test_the_documented_ddl_creates_the_table_the_adapter_uses(dialect, request,
         assert adapter.cleanup(now=0.0) == 0
     finally:
         conn.close()
+
+
+def test_a_commit_the_database_refuses_answers_503_and_leaves_nothing(tmp_path):
+    """A deferred constraint fails at COMMIT: the effect and the record are both gone."""
+    from flask import g
+
+    path = str(tmp_path / "fk.sqlite3")
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+            "CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER NOT NULL "
+            "REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);" + create_table_sql("sqlite"))
+
+    def get_db() -> sqlite3.Connection:
+        if "fk_db" not in g:
+            g.fk_db = sqlite3.connect(path, isolation_level=None)
+            g.fk_db.execute("PRAGMA foreign_keys = ON")
+        return g.fk_db  # type: ignore[no-any-return]
+
+    app = Flask("fk")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET],
+                      BAILING_TRANSACTION=DBAPITransaction(get_db, create_table=False))
+    bailing = Bailing(app)
+    bailing.authorizer(lambda call: True)
+    ran: list[int] = []
+
+    @app.post("/children")
+    @tool(scope="child.write", transactional=True)
+    def child_create() -> Any:
+        """Create a child of a parent that does not exist (checked at COMMIT)."""
+        ran.append(1)
+        get_db().execute("INSERT INTO child (parent_id) VALUES (42)")
+        return jsonify(ok=True), 201
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("child_create", {}, subject="t1:u1")
+    for attempt in (1, 2):  # nothing was recorded, so the same call runs again
+        response = hub.replay(request)
+        assert (response.status, response.json()["reason"]) == (503, "transaction_failed")
+        assert len(ran) == attempt
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM child").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM bailing_idempotency").fetchone()[0] == 0
