@@ -124,6 +124,11 @@ def create_table_sql(dialect: Literal["sqlite", "postgresql"] = "postgresql",
     )
 
 
+#: Taken before creating the table on PostgreSQL: workers starting together would otherwise race
+#: in ``CREATE TABLE IF NOT EXISTS`` (one of them failing on the catalog's unique index).
+_PG_DDL_LOCK = "SELECT pg_advisory_xact_lock(8152016)"
+
+
 def _check_identifier(name: str) -> str:
     if not isinstance(name, str) or not name.isidentifier() or not name.isascii() or len(name) > 48:
         raise ConfigurationError(f"table_name must be a plain SQL identifier, not {name!r}")
@@ -409,6 +414,8 @@ class SQLAlchemyTransaction(TransactionAdapter):
 
         if isinstance(bind, Engine):
             with bind.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.exec_driver_sql(_PG_DDL_LOCK)
                 self.table.create(connection, checkfirst=True)
         else:  # a session bound to a connection (tests joining an external transaction)
             self.table.create(bind, checkfirst=True)
@@ -691,6 +698,8 @@ class DBAPITransaction(TransactionAdapter):
     def create_table(self) -> None:
         conn, dialect = self.connection()
         with self._own(conn, dialect) as cursor:
+            if dialect == "postgresql":
+                cursor.execute(_PG_DDL_LOCK)
             for statement in create_table_sql(dialect, self.table_name).split(";\n"):  # type: ignore[arg-type]
                 if statement.strip():
                     cursor.execute(statement)

@@ -44,7 +44,10 @@ def test_a_worker_killed_at_the_worst_moments_leaves_nothing_uncertain(kind, gun
         assert not kill_file.exists(), f"the worker did not reach {moment}"
         expected += committed
         assert count(config) == expected, moment
-        again = hub.replay(call)
+        try:
+            again = hub.replay(call)
+        except OSError as exc:
+            raise AssertionError(f"after {moment}: {exc!r}") from exc
         assert again.status == 201, (moment, again.text)
         if committed:  # answered from the record: the view did not run again
             assert again.headers.get(REPLAY_HEADER) == "true", moment

@@ -212,10 +212,12 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
     db.init_app(app)
     app.config["BAILING_TRANSACTION"] = SQLAlchemyTransaction(db)
     with app.app_context():
-        if database.startswith("sqlite"):
-            with db.engine.connect() as conn:
+        with db.engine.begin() as conn:
+            if database.startswith("sqlite"):
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-        db.create_all()  # the records table too: it is defined on db.metadata
+            else:  # gunicorn workers start together: one migrates at a time
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(8152016)")
+            db.metadata.create_all(conn)  # the records table too: it is defined on db.metadata
     session_class = db.session.session_factory.class_
     event.listen(session_class, "before_commit", lambda session: _kill_at("before_commit"))
     event.listen(session_class, "after_commit", lambda session: _kill_at("after_commit"))
@@ -240,6 +242,8 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
     dialect = "sqlite" if backend == "sqlite3" else "postgresql"
     setup = connect(backend, database)
     try:  # the app's migration: its own table and the records table
+        if backend == "psycopg":  # gunicorn workers start together: one migrates at a time
+            setup.execute("SELECT pg_advisory_xact_lock(8152016)")
         for statement in _schema(backend) + create_table_sql(dialect).split(";\n"):  # type: ignore[arg-type]
             if statement.strip():
                 setup.execute(statement)
