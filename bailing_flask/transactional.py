@@ -729,12 +729,14 @@ class DBAPITransaction(TransactionAdapter):
 
     @contextmanager
     def _own(self, conn: Any, dialect: str) -> Iterator[Any]:
-        """A short transaction of the package's own, outside any call."""
+        """A short transaction of the package's own (or a part of the app's open one, which it
+        then leaves open: never commit what the app began)."""
+        joined = _in_transaction(conn, dialect)
         cursor = conn.cursor()
-        began = _begin(conn, dialect, immediate=False)
+        _begin(conn, dialect, immediate=False)
         try:
             yield cursor
-            if began or _in_transaction(conn, dialect):
+            if not joined and _in_transaction(conn, dialect):
                 _commit(conn, dialect)
         except BaseException as exc:
             _rollback(conn, dialect)
