@@ -94,13 +94,16 @@ _CLEANUP_INTERVAL = 300.0
 _REPLAY_HEADER = "Idempotent-Replayed"
 
 
-def create_table_sql(dialect: Literal["sqlite", "postgresql"] = "postgresql",
-                     table_name: str = TABLE_NAME) -> str:
+def create_table_sql(dialect: str = "postgresql", table_name: str = TABLE_NAME) -> str:
     """The DDL of the records table, for a migration (``CREATE TABLE IF NOT EXISTS``).
+
+    :param dialect: ``"postgresql"`` or ``"sqlite"``.
 
     ``call_key`` is the primary key: its unique index is what makes a
     concurrent duplicate wait for, or collide with, the first call's row.
     """
+    if dialect not in ("sqlite", "postgresql"):
+        raise ConfigurationError(f"create_table_sql: dialect must be 'sqlite' or 'postgresql', not {dialect!r}")
     _check_identifier(table_name)
     double = "REAL" if dialect == "sqlite" else "DOUBLE PRECISION"
     blob = "BLOB" if dialect == "sqlite" else "BYTEA"
@@ -700,7 +703,7 @@ class DBAPITransaction(TransactionAdapter):
         with self._own(conn, dialect) as cursor:
             if dialect == "postgresql":
                 cursor.execute(_PG_DDL_LOCK)
-            for statement in create_table_sql(dialect, self.table_name).split(";\n"):  # type: ignore[arg-type]
+            for statement in create_table_sql(dialect, self.table_name).split(";\n"):
                 if statement.strip():
                     cursor.execute(statement)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from flask import Flask, jsonify
 
-from bailing_flask import Bailing, current_call, tool
+from bailing_flask import Bailing, tool
 from bailing_flask.errors import ToolDeclarationError
 from bailing_flask.idempotency import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator, signed_headers
@@ -350,7 +350,7 @@ def test_the_documented_ddl_creates_the_table_the_adapter_uses(dialect, request,
 
         conn = psycopg.connect(request.getfixturevalue("postgres_database").conninfo, autocommit=True)
     try:
-        for statement in create_table_sql(dialect).split(";\n"):  # type: ignore[arg-type]
+        for statement in create_table_sql(dialect).split(";\n"):
             if statement.strip():
                 conn.execute(statement)
         adapter = DBAPITransaction(lambda: conn, create_table=False)

@@ -244,7 +244,7 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
     try:  # the app's migration: its own table and the records table
         if backend == "psycopg":  # gunicorn workers start together: one migrates at a time
             setup.execute("SELECT pg_advisory_xact_lock(8152016)")
-        for statement in _schema(backend) + create_table_sql(dialect).split(";\n"):  # type: ignore[arg-type]
+        for statement in _schema(backend) + create_table_sql(dialect).split(";\n"):
             if statement.strip():
                 setup.execute(statement)
         setup.commit()
