@@ -401,3 +401,16 @@ def test_a_commit_the_database_refuses_answers_503_and_leaves_nothing(tmp_path):
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM child").fetchone()[0] == 0
         assert conn.execute("SELECT COUNT(*) FROM bailing_idempotency").fetchone()[0] == 0
+
+
+def test_a_missing_postgresql_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    """CI installs PostgreSQL (scripts/test.sh): there, its absence must not pass as a skip."""
+    from ._postgres import _unavailable
+
+    monkeypatch.delenv("BAILING_REQUIRE_POSTGRES", raising=False)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y postgresql"):
+        _unavailable("initdb not found")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _unavailable("initdb not found")
