@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
 
     from .stores import IdempotencyStore
+    from .transactional import TransactionAdapter
     from .tools import ApprovalCondition, Outcome, Param, RateLimit
 
 __all__ = ["ToolKwargs", "BailingKwargs"]
@@ -65,6 +66,7 @@ class ToolKwargs(TypedDict, total=False):
     max_items: int
     result: Callable[..., Any]
     model_chooses: Mapping[str, str]
+    transactional: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -90,6 +92,8 @@ class BailingKwargs(TypedDict, total=False):
     idempotency_retention: float
     idempotency_lease: float
     reject_replays: bool
+    transaction: TransactionAdapter | Literal["sqlalchemy"] | None
+    transactional: bool
     client_tokens: str | Sequence[str] | Mapping[str, str] | None
     hub_url: str | None
     callback_path: str | None

@@ -16,6 +16,8 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from .catalog import serialize
+from .stores import StoreUnavailable
+from .transactional import in_transaction_mode
 
 if TYPE_CHECKING:  # pragma: no cover
     from .extension import BailingState
@@ -215,8 +217,11 @@ def tools_command(as_json: bool) -> None:
             note.append("idempotent: the hub may retry")
         if tool.options.business_approval:
             note.append("business approval")
+        dedup = tool.deduplication
+        if tool.deduplicated and in_transaction_mode(tool, state.app.config):
+            dedup += ", in transaction"
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
-                     tool.deduplication, ", ".join(note)))
+                     dedup, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
         click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
@@ -258,7 +263,16 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
     import time as _time
 
     store = _state().idempotency.store()
-    entries = store.list(state=None if state == "all" else state, limit=limit)  # type: ignore[arg-type,unused-ignore]
+    wanted = None if state == "all" else state
+    entries = store.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
+    adapter = _state().idempotency.transactional().adapter()
+    if adapter is not None:  # the records of the transaction mode, in the app's database
+        try:
+            recorded = adapter.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
+        except StoreUnavailable as exc:
+            click.echo(f"warning: cannot read {adapter.table_name} ({exc})", err=True)
+            recorded = []
+        entries = sorted(entries + recorded, key=lambda entry: entry.created_at)[:limit]
     now = _time.time()
     for entry in entries:
         data = entry.to_dict(now=now)
@@ -284,6 +298,8 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
               help="JSON body repeats will get (when not --rerun).")
 def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body: str) -> None:
     """Decide an uncertain call: answer repeats with a response, or allow a re-run."""
+    import time as _time
+
     from .stores import StoredResponse
 
     store = _state().idempotency.store()
@@ -299,7 +315,13 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
             headers=(("Content-Type", "application/json; charset=utf-8"),),
             body=body.encode("utf-8"),
         )
-    if not store.resolve(key, response=response, note=note, retention_seconds=retention):
+    adapter = _state().idempotency.transactional().adapter()
+    if adapter is not None and adapter.get(key) is not None:
+        resolved = adapter.resolve(key, response=response, note=note, retention_seconds=retention,
+                                   now=_time.time())
+    else:
+        resolved = store.resolve(key, response=response, note=note, retention_seconds=retention)
+    if not resolved:
         raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
     current_app.logger.warning("bailing: idempotency entry %s resolved (%s): %s", key,
                                "re-run allowed" if rerun else f"answered {status_code}", note)

@@ -20,6 +20,10 @@ whose lease expired without completion (a worker died mid-side-effect) is
 uncertain as well. Uncertain calls are refused with ``idempotency_uncertain``
 until an operator resolves them, unless the tool opted in to
 ``rerun_uncertain`` because its view is transactional.
+
+A tool in the transaction mode (``transactional=True``, or
+``BAILING_TRANSACTIONAL``) is handed to :mod:`bailing_flask.transactional`
+instead: its record commits in the view's own database transaction.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import ToolCall
     from .extension import BailingState
     from .registry import Tool
+    from .transactional import TransactionalIdempotency
 
 __all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
 
@@ -80,6 +85,7 @@ class Idempotency:
         self._lock = threading.Lock()
         self._last_cleanup = time.monotonic()
         self._cleaning = False
+        self._transactional: TransactionalIdempotency | None = None
 
     # -- the store ----------------------------------------------------------------
 
@@ -113,6 +119,16 @@ class Idempotency:
 
         threading.Thread(target=run, name="bailing-idempotency-cleanup", daemon=True).start()
 
+    def transactional(self) -> TransactionalIdempotency:
+        """The transaction mode (:mod:`bailing_flask.transactional`), created on first use."""
+        if self._transactional is None:
+            from .transactional import TransactionalIdempotency
+
+            with self._lock:
+                if self._transactional is None:
+                    self._transactional = TransactionalIdempotency(self)
+        return self._transactional
+
     # -- policy -------------------------------------------------------------------------
 
     @staticmethod
@@ -144,6 +160,9 @@ class Idempotency:
         """Run ``execute`` at most once per call identity."""
         if not self.applies(tool):
             return execute()
+        mode = tool.options.transactional
+        if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
+            return self.transactional().run(tool, call, execute)
         key = call_key(tool, call)
         token = os.urandom(12).hex()
         lease = float(self.state.config("BAILING_IDEMPOTENCY_LEASE"))

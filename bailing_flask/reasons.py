@@ -111,6 +111,12 @@ _TABLE: tuple[Reason, ...] = (
            "The idempotency store is unavailable, so side effects are paused; nothing was "
            "executed."
        )),
+    _r("transaction_failed", 503, "unavailable",
+       (
+           "The database did not confirm the commit of this call. Either the call and its "
+           "answer were committed, or nothing happened; the same call sent again is answered "
+           "from the record or runs."
+       )),
     _r("replayed", 401, "bad_signature",
        "This exact signed request was already received."),
     _r("request_altered", 401, "bad_signature",

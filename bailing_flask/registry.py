@@ -26,6 +26,7 @@ from .lint.codes import Finding, finding
 from .param_hazards import param_findings
 from .projection import Shaper, make_shaper
 from .tools import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
+from .transactional import findings as transactional_findings
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
 
@@ -463,6 +464,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             by_endpoint[(rule.endpoint, method)] = compiled
             tools.append(compiled)
             findings.extend(_route_findings(compiled, has_app_authorizer))
+            findings.extend(transactional_findings(app, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
     passthrough = frozenset(

@@ -92,6 +92,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_IDEMPOTENCY_LEASE", 600,
             "Seconds after which an unfinished side effect counts as uncertain (a worker died). "
             "Must exceed the longest tool run time."),
+    Setting("BAILING_TRANSACTION", None,
+            "The database whose transaction carries the idempotency record of tools in the "
+            "transaction mode (exactly once instead of at most once): "
+            "`SQLAlchemyTransaction(db)`, `DBAPITransaction(get_db)` (sqlite3, psycopg) from "
+            "`bailing_flask.transactional`, or `'sqlalchemy'` for this app's Flask-SQLAlchemy. "
+            "The records go to a table `bailing_idempotency` in that database."),
+    Setting("BAILING_TRANSACTIONAL", False,
+            "Run every de-duplicated tool in the transaction mode unless it says "
+            "`transactional=False` (default: only tools declared `transactional=True`)."),
     Setting("BAILING_REJECT_REPLAYS", False,
             "Refuse an exact signature seen twice within the window (reason `replayed`). Off by "
             "default: two identical read calls in the same second legitimately share one."),

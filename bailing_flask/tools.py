@@ -210,6 +210,10 @@ class ToolOptions(_Model):
     #: never leaves anything behind, so the next identical call may run again.
     #: Default: a failed side effect is uncertain and is never re-run by itself.
     failure_is_atomic: bool | None = Field(default=None, strict=True)
+    #: ``True``: the idempotency record commits in the view's own database
+    #: transaction (``BAILING_TRANSACTION``): exactly once, never uncertain.
+    #: ``False``: the store, even when ``BAILING_TRANSACTIONAL`` is on.
+    transactional: bool | None = Field(default=None, strict=True)
 
     validate_unsigned: bool | None = None
     business_approval: bool | None = None
@@ -237,6 +241,16 @@ class ToolOptions(_Model):
             raise ValueError(
                 "rerun_uncertain=True only applies to de-duplicated calls, and deduplicate=False "
                 "turns de-duplication off; drop one of them"
+            )
+        if self.transactional and self.deduplicate is False:
+            raise ValueError(
+                "transactional=True records each call in the view's transaction to run it once, "
+                "and deduplicate=False turns that off; drop one of them"
+            )
+        if self.transactional and self.rerun_uncertain:
+            raise ValueError(
+                "rerun_uncertain=True is for the store mode; transactional=True never leaves a call "
+                "uncertain (a call either committed with its answer or rolled back); drop it"
             )
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")

@@ -1,8 +1,11 @@
 """The shop's own SQLite database: schema, one connection per request, transactions.
 
 These are the legacy business tables. bailing_flask never reads or writes
-them; its idempotency records live in a separate store (``BAILING_STORE``),
-so the hub integration can be added or removed without a migration here.
+them. It keeps one table of its own here, ``bailing_idempotency``: the
+refund request tool runs in the transaction mode, so the record of each
+call commits in the same transaction as the refund request it files
+(:func:`init_app` creates the table, as a migration would). The other side
+effects keep their records in the idempotency store (``BAILING_STORE``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 from flask import Flask, current_app, g
+
+from bailing_flask.transactional import create_table_sql
 
 __all__ = ["SCHEMA", "connect", "get_db", "init_app", "transaction"]
 
@@ -101,7 +106,22 @@ def close_db(exc: BaseException | None = None) -> None:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction that takes the write lock up front (no lost updates)."""
+    """A write transaction that takes the write lock up front (no lost updates).
+
+    Inside a transaction that is already open -- bailing_flask's, around a tool
+    in the transaction mode, which began with ``BEGIN IMMEDIATE`` itself -- it is
+    a savepoint instead: its work commits, or rolls back, with the call.
+    """
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT service")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK TO service")
+            conn.execute("RELEASE service")
+            raise
+        conn.execute("RELEASE service")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
@@ -119,11 +139,14 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Create the schema, seed the demo data on first run, close connections per request."""
+    """Create the schema (and bailing_flask's table), seed the demo data on first run, close
+    connections per request."""
     from .seed import seed_if_empty
 
     with closing(connect(app.config["DATABASE"])) as conn:
         conn.executescript(SCHEMA)
         _add_missing_columns(conn)
+        # the records of tools in the transaction mode (the migration bailing_flask documents)
+        conn.executescript(create_table_sql("sqlite"))
         seed_if_empty(conn)
     app.teardown_appcontext(close_db)

@@ -19,6 +19,7 @@ import logging
 
 from bailing_flask import Bailing, ToolCall
 from bailing_flask.payloads import ApprovalRequest
+from bailing_flask.transactional import DBAPITransaction
 
 from . import services
 from .auth import User, load_user
@@ -28,7 +29,9 @@ __all__ = ["bailing", "parse_subject"]
 
 logger = logging.getLogger(__name__)
 
-bailing = Bailing()
+# tools declared transactional=True record each call in the shop's own database, in the
+# transaction of the request's connection (db.init_app creates the table)
+bailing = Bailing(transaction=DBAPITransaction(get_db, create_table=False))
 
 
 def parse_subject(subject: str) -> tuple[str, str] | None:

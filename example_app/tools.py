@@ -235,13 +235,19 @@ def refund_preview() -> Any:
     approval_when=[f"amount > {HUB_APPROVAL_LIMIT}"],
     approval_prompt="Refund {amount} on order {order_id}: {reason}",
     returns="status submitted (ready to execute) or pending_approval (finance must approve first).",
+    transactional=True,
 )
 def refund_request_create() -> Any:
     """Request a refund for a paid or shipped order.
 
     Side-effecting, so bailing_flask records the outcome under the hub's
     call identity: a repeated delivery of the same call is answered from
-    the store and never files a second request.
+    the record and never files a second request. ``transactional=True``:
+    the record is written in the same SQLite transaction as the refund
+    request (``services.create_refund_request`` runs inside it as a
+    savepoint), so a crash anywhere either leaves both or neither -- a call
+    is never "uncertain". ``refund_execute`` stays in the store mode: a real
+    payout calls a payment provider, which no database rollback undoes.
     """
     body = cast(RefundRequestBody, current_call.body)
     user = _user()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the test suite on a fresh machine: installs what the tests need, then pytest.
 #
-# The Redis tests use a real redis-server (Debian's package); the tests start
-# and stop their own servers on loopback ports. Extra arguments go to pytest.
+# The Redis tests use a real redis-server (Debian's package), the PostgreSQL
+# tests a real PostgreSQL (Debian's postgresql); the tests start and stop their
+# own servers on loopback ports. Extra arguments go to pytest.
 #
 # Environment (all optional): BAILING_VENV (default .venv), BAILING_PYTHON
 # (the interpreter that creates it, default python3), BAILING_CONSTRAINTS (a
@@ -10,12 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
+# PostgreSQL likewise (Debian's postgresql): the transaction-mode tests start a
+# throwaway cluster of their own with initdb/pg_ctl; with CI set, a missing
+# server fails those tests instead of skipping them.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "redis-server is needed by the tests: install Debian's redis-server package" >&2
+    echo "the tests need Debian's ${missing[*]}: install the package(s)" >&2
     exit 1
   fi
 fi

@@ -18,7 +18,7 @@ _hypothesis_settings.load_profile("bailing")
 
 # real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``;
 # PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
-pytest_plugins = ["tests._redis", "tests._servers", "pytester"]
+pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "pytester"]
 
 #: The secret of the hub's frozen test vectors (CONTRACT.md §2.5).
 HUB_SECRET = "bailing-test-secret"
@@ -129,7 +129,8 @@ def hub(authz_app):
     return HubSimulator(authz_app, STRONG_SECRET)
 
 
-_MARKER_FIXTURES = {"redis_server": "redis", "redis_server_factory": "redis", "gunicorn": "slow"}
+_MARKER_FIXTURES = {"redis_server": "redis", "redis_server_factory": "redis", "gunicorn": "slow",
+                    "postgres_server": "postgres", "postgres_database": "postgres"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -272,6 +272,41 @@ def test_refund_request_is_created_once_even_when_replayed(hub: HubSimulator, da
     assert len(rows) == 1
     assert (rows[0]["amount_cents"], rows[0]["requested_by"], rows[0]["status"]) == (2000, "u1", "submitted")
     assert rows[0]["job_id"] == request.headers["X-Bailing-Job-Id"]
+    # the transaction mode: the record is in the shop's own database, committed with the row
+    with sqlite3.connect(database) as conn:
+        records = conn.execute("SELECT tool, state, job_id, status FROM bailing_idempotency").fetchall()
+    assert records == [("refund_request_create", "completed", rows[0]["job_id"], 201)]
+
+
+def test_a_refund_request_that_fails_after_its_insert_leaves_nothing_and_runs_again(
+    app: Flask, hub: HubSimulator, database: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service's insert is a savepoint of the call's transaction: a failure after it undoes it."""
+    from example_app import tools
+
+    def fails_after_insert(*args: object, **kwargs: object) -> object:
+        created = original(*args, **kwargs)
+        raise RuntimeError(f"the notification for request {created.id} timed out")
+
+    original = tools.services.create_refund_request
+    monkeypatch.setattr(tools.services, "create_refund_request", fails_after_insert)
+    request = hub.build_call(
+        "refund_request_create", {"order_id": 1001, "amount": 20, "reason": "Left earbud crackles"},
+        subject="t1:u1",
+    )
+    with pytest.raises(RuntimeError, match="timed out"):  # TESTING: the exception propagates
+        hub.replay(request)
+    assert refund_rows(database, 1001) == []  # rolled back with the call
+    monkeypatch.setattr(tools.services, "create_refund_request", original)
+    again = hub.replay(request)  # not uncertain: nothing had happened, so it runs
+    assert again.status == 201 and "Idempotent-Replayed" not in again.headers
+    assert len(refund_rows(database, 1001)) == 1
+
+
+def test_only_the_refund_request_runs_in_the_transaction_mode(app: Flask) -> None:
+    listing = app.test_cli_runner().invoke(args=["bailing", "tools"])
+    lines = [line for line in listing.output.splitlines() if "in transaction" in line]
+    assert [line.split()[0] for line in lines] == ["refund_request_create"]
 
 
 def test_large_refund_waits_for_back_office_approval(hub: HubSimulator) -> None:

@@ -632,6 +632,16 @@ _TABLE: tuple[Code, ...] = (
        "use the parameter's name as the catalog shows it (a nested body property by its dotted "
        "path, e.g. 'filter.tenant_id')",
        stages=("registry",)),
+    _c("transaction_not_configured", "error", "bailing", None,
+       "{name!r} runs in the transaction mode (transactional=True or BAILING_TRANSACTIONAL), "
+       "but BAILING_TRANSACTION names no database: every call would be refused with 503",
+       "set BAILING_TRANSACTION = SQLAlchemyTransaction(db) or DBAPITransaction(get_db)",
+       stages=("registry",)),
+    _c("transactional_external_effect", "warning", "bailing", None,
+       "{name!r} declares an {effect} side effect but runs in the transaction mode: a rollback "
+       "cannot take back a message sent or an API called, so that part is not exactly-once",
+       "use the store mode (transactional=False) for views that call other systems",
+       stages=("registry",)),
 )
 
 #: Every code by name, in the order of the documentation.
