@@ -503,6 +503,135 @@ def test_threads_racing_for_one_key_get_one_reservation(store: IdempotencyStore)
     assert outcomes.count("sig") == 1
 
 
+# --- the request path: claim and complete_deferred ------------------------------------------
+
+
+def claim(store: IdempotencyStore, key: str, token: str, *, lease: float = LEASE,
+          retention: float = RETENTION, meta: EntryMeta = META) -> Reservation | None:
+    return store.claim(key, token=token, lease_seconds=lease, retention_seconds=retention,
+                       meta=meta)
+
+
+def test_claim_is_reserve_that_answers_none_to_the_owner(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    assert claim(store, "k1", "token-a") is None
+    entry = store.get("k1")
+    assert entry is not None
+    assert (entry.state, entry.token, entry.created_at) == ("in_progress", "token-a", T0)
+    assert (entry.lease_expires_at, entry.expires_at, entry.meta) == (T0 + LEASE, T0 + RETENTION,
+                                                                      META)
+    assert claim(store, "k1", "token-a") is None  # the owner again
+    held = claim(store, "k1", "token-b")
+    assert held is not None and held.outcome == "in_progress" and held.entry == entry
+    assert complete(store, "k1", "token-a", BINARY)
+    done = claim(store, "k1", "token-b")
+    assert done is not None and done.outcome == "completed"
+    assert done.entry.response == BINARY
+    assert claim(store, "k2", "token-c", lease=5) is None
+    clock.advance(5)
+    late = claim(store, "k2", "token-d")
+    assert late is not None and late.outcome == "uncertain" and late.entry.token == "token-c"
+    clock.advance(RETENTION)
+    assert claim(store, "k2", "token-e") is None  # a dead entry is as good as absent
+    assert store.get("k2").token == "token-e"  # type: ignore[union-attr]
+
+
+def test_claim_validates_like_reserve(store: IdempotencyStore) -> None:
+    for bad in ({"key": ""}, {"token": ""}, {"lease": 0.0}, {"lease": True}, {"lease": 5},
+                {"retention": float("nan")}, {"retention": -1.0}):
+        arguments: dict[str, Any] = {"key": "k1", "token": "token-a", **bad}
+        key, token = arguments.pop("key"), arguments.pop("token")
+        if bad == {"lease": 5}:  # an int is a number of seconds too
+            assert claim(store, key, token, **arguments) is None
+            continue
+        with pytest.raises(ValueError):
+            claim(store, key, token, **arguments)
+
+
+def test_complete_deferred_records_the_response(store: IdempotencyStore) -> None:
+    assert claim(store, "k1", "token-a") is None
+    assert store.complete_deferred("k1", token="token-a", response=BINARY,
+                                   retention_seconds=RETENTION) in (True, None)
+    store.flush()
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed" and entry.response == BINARY
+    assert store.complete_deferred("k1", token="token-b", response=OK,
+                                   retention_seconds=RETENTION) in (False, None)
+    store.flush()
+    assert store.get("k1").response == BINARY  # type: ignore[union-attr]
+    held = claim(store, "k1", "token-c")
+    assert held is not None and held.outcome == "completed"
+
+
+class _OutsideStore(IdempotencyStore):
+    """A store written outside the package: only the abstract methods, over a MemoryStore."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.inner = MemoryStore(clock=clock)
+
+    def reserve(self, key: str, **kw: Any) -> Reservation:
+        return self.inner.reserve(key, **kw)
+
+    def take_over(self, key: str, **kw: Any) -> bool:
+        return self.inner.take_over(key, **kw)
+
+    def complete(self, key: str, **kw: Any) -> bool:
+        return self.inner.complete(key, **kw)
+
+    def mark_uncertain(self, key: str, **kw: Any) -> bool:
+        return self.inner.mark_uncertain(key, **kw)
+
+    def release(self, key: str, **kw: Any) -> bool:
+        return self.inner.release(key, **kw)
+
+    def get(self, key: str) -> Entry | None:
+        return self.inner.get(key)
+
+    def list(self, **kw: Any) -> list[Entry]:
+        return self.inner.list(**kw)
+
+    def resolve(self, key: str, **kw: Any) -> bool:
+        return self.inner.resolve(key, **kw)
+
+    def cleanup(self, **kw: Any) -> int:
+        return self.inner.cleanup(**kw)
+
+    def remember_signature(self, signature: str, **kw: Any) -> bool:
+        return self.inner.remember_signature(signature, **kw)
+
+    def ping(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_store_from_outside_the_package_gets_the_request_path_methods(clock: Clock) -> None:
+    outside = _OutsideStore(clock)
+    assert claim(outside, "k1", "token-a") is None
+    held = claim(outside, "k1", "token-b")
+    assert held is not None and held.outcome == "in_progress"
+    assert outside.complete_deferred("k1", token="token-a", response=OK,
+                                     retention_seconds=RETENTION) is True
+    outside.flush()
+    done = claim(outside, "k1", "token-b")
+    assert done is not None and done.outcome == "completed" and done.entry.response == OK
+
+
+def test_the_unchecked_constructors_build_equal_records() -> None:
+    from bailing_flask.stores.base import _trusted_meta, _trusted_response
+
+    assert _trusted_meta("t", "j", None, "k") == EntryMeta("t", "j", None, "k")
+    assert _trusted_meta("t", "j", "s", None) == EntryMeta(tool="t", job_id="j", subject="s")
+    fast = _trusted_response(201, (("A", "1"),), b"x")
+    assert fast == StoredResponse(201, (("A", "1"),), b"x")
+    assert hash(fast) == hash(StoredResponse(201, (("A", "1"),), b"x"))
+    with pytest.raises(AttributeError):
+        fast.status = 200  # type: ignore[misc]
+
+
 # --- the rest of the API ---------------------------------------------------------------
 
 

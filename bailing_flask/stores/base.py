@@ -105,6 +105,23 @@ class StoredResponse:
             object.__setattr__(self, "body", bytes(self.body))
 
 
+def _trusted_response(
+    status: int, headers: tuple[tuple[str, str], ...], body: bytes
+) -> StoredResponse:
+    """A :class:`StoredResponse` of values known to be right (Flask's own), unchecked.
+
+    For the request path: the checks of ``__post_init__`` are for values from
+    elsewhere (an operator, a script). Equal to ``StoredResponse(status,
+    headers, body)`` (a test says so).
+    """
+    response = object.__new__(StoredResponse)
+    fields = response.__dict__
+    fields["status"] = status
+    fields["headers"] = headers
+    fields["body"] = body
+    return response
+
+
 @dataclass(frozen=True)
 class EntryMeta:
     """What the entry is about, kept for operators reconciling uncertain calls.
@@ -120,6 +137,20 @@ class EntryMeta:
     job_id: str = ""
     subject: str | None = None
     unsigned_key: str | None = None
+
+
+def _trusted_meta(
+    tool: str, job_id: str, subject: str | None, unsigned_key: str | None
+) -> EntryMeta:
+    """``EntryMeta(tool, job_id, subject, unsigned_key)``, built without the frozen
+    dataclass's per-field ``object.__setattr__`` (the request path builds one per call)."""
+    meta = object.__new__(EntryMeta)
+    fields = meta.__dict__
+    fields["tool"] = tool
+    fields["job_id"] = job_id
+    fields["subject"] = subject
+    fields["unsigned_key"] = unsigned_key
+    return meta
 
 
 @dataclass(frozen=True)
@@ -234,6 +265,55 @@ class IdempotencyStore(ABC):
         with the token that already holds the entry answers ``"reserved"``.
         """
 
+    def claim(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation | None:
+        """:meth:`reserve`, as the request path uses it: ``None`` when ``token`` now owns ``key``.
+
+        Otherwise the same :class:`Reservation` as :meth:`reserve` (``"completed"``,
+        ``"in_progress"`` or ``"uncertain"``, with the existing entry). One
+        round trip to the backend, like :meth:`reserve`; the built-in stores
+        answer the common case -- a new call -- without building an
+        :class:`Entry` for it. A store written outside the package inherits
+        this version, built on its :meth:`reserve`.
+        """
+        reservation = self.reserve(
+            key, token=token, lease_seconds=lease_seconds, retention_seconds=retention_seconds,
+            meta=meta,
+        )
+        return None if reservation.outcome == "reserved" else reservation
+
+    def complete_deferred(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool | None:
+        """:meth:`complete`, allowed to finish after it returns (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
+
+        The response has already been produced and the side effect has
+        happened; what may be deferred is only how soon the record of it is
+        durable (SQLite: the commit does not wait for the disk) or sent
+        (Redis: it travels with the next command or within milliseconds). A
+        completion that never arrives leaves the entry in progress, and it
+        turns *uncertain* when its lease runs out: a repeat is refused, never
+        run again. Answers like :meth:`complete`, or ``None`` when the outcome
+        is not known yet (the store then logs a failure itself). This version
+        simply calls :meth:`complete`.
+        """
+        return self.complete(key, token=token, response=response,
+                             retention_seconds=retention_seconds)
+
+    def flush(self) -> None:
+        """Write out every completion :meth:`complete_deferred` still holds, now.
+
+        Runs by itself at interpreter exit; a no-op for stores that defer
+        nothing.
+        """
+
     @abstractmethod
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
@@ -332,13 +412,20 @@ class IdempotencyStore(ABC):
 
 
 def _check_key(value: str, name: str = "key") -> str:
+    if value.__class__ is str and value:
+        return value
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string.")
     return value
 
 
+_INF = math.inf
+
+
 def _check_seconds(value: float, name: str) -> float:
     """A positive, finite duration; ``bool`` is refused although it is an ``int``."""
+    if value.__class__ is float and 0.0 < value < _INF:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number of seconds.")
     if not math.isfinite(value) or value <= 0:
