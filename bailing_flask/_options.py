@@ -82,6 +82,7 @@ class BailingKwargs(TypedDict, total=False):
     store: str | IdempotencyStore | None
     idempotency_retention: float
     idempotency_lease: float
+    idempotency_defer_completion: bool
     reject_replays: bool
     client_tokens: str | Sequence[str] | Mapping[str, str] | None
     hub_url: str | None
