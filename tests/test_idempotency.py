@@ -310,10 +310,12 @@ def _fire(hub: HubSimulator, request: HubRequest, n: int) -> list[int]:
         return [r.status for r in pool.map(lambda _: hub.replay(request), range(n))]
 
 
-def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp_path):
+@pytest.mark.parametrize("defer", ["0", "1"])
+def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp_path, defer):
     env = {"BAILING_TEST_SECRET": STRONG_SECRET,
            "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
-           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
+           "IDEM_DEFER": defer}
     base = gunicorn("tests.idem_app:create_app()", workers=4, env=env)
     hub = HubSimulator(base, STRONG_SECRET)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
@@ -324,10 +326,12 @@ def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp
     assert all(s < 500 for s in statuses)
 
 
+@pytest.mark.parametrize("defer", ["0", "1"])
 def test_50_concurrent_duplicates_across_two_app_processes_sharing_redis(gunicorn, tmp_path,
-                                                                       redis_server):
+                                                                       redis_server, defer):
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_STORE": redis_server.url,
-           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
+           "IDEM_DEFER": defer}
     first = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
     second = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
     request = first.build_call("refund_create", ARGS, subject="t1:u1")
@@ -437,3 +441,46 @@ def test_a_tool_compiled_again_gets_its_own_plan(app):
     readonly = dataclasses.replace(tool, readonly=True)  # a registry rebuilt with other options
     other = idempotency._plan(readonly)
     assert other is not plan and other.tool is readonly and not other.applies
+
+
+# --- BAILING_IDEMPOTENCY_DEFER_COMPLETION: the same answers, one write per call ----------------
+
+
+@pytest.fixture
+def deferred_app(store_url, tmp_path):
+    return create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store_url,
+                      IDEM_DATABASE=str(tmp_path / "business.sqlite3"),
+                      BAILING_IDEMPOTENCY_DEFER_COMPLETION=True)
+
+
+def test_deferred_completions_answer_repeats_exactly_like_the_default(deferred_app):
+    app = deferred_app
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    first = hub.replay(request)
+    second = hub.replay(request)
+    assert first.status == 201 and REPLAY_HEADER not in first.headers
+    assert second.status == 201 and second.body == first.body
+    assert second.headers.get(REPLAY_HEADER) == "true"
+    refused = hub.build_call("refund_create", {**ARGS, "fail": 409}, subject="t1:u1")
+    assert hub.replay(refused).status == 409
+    assert hub.replay(refused).headers.get(REPLAY_HEADER) == "true"
+    broken = hub.build_call("refund_create", {**ARGS, "fail": 503}, subject="t1:u1")
+    assert hub.replay(broken).status == 503
+    assert hub.replay(broken).json()["reason"] == "idempotency_uncertain"
+    assert rows(app) == 1
+    store = Bailing.state(app).idempotency.store()
+    store.flush()
+    entry = store.get(identity(request, "t1:u1"))
+    assert entry is not None and entry.state == "completed" and entry.response.status == 201
+
+
+def test_deferred_completions_keep_concurrent_duplicates_to_one_run(deferred_app):
+    app = deferred_app
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    statuses = _fire(hub, request, 20)
+    assert rows(app) == 1
+    assert set(statuses) <= {201, 409}, statuses
+    Bailing.state(app).idempotency.store().flush()
+    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"

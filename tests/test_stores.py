@@ -632,6 +632,193 @@ def test_the_unchecked_constructors_build_equal_records() -> None:
         fast.status = 200  # type: ignore[misc]
 
 
+# --- deferred completions: what they promise, and what a lost one leaves ----------------------
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def deferring(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """(kind, target, prefix) of a store that defers completions, for other processes."""
+    if request.param == "sqlite":
+        yield "sqlite", str(tmp_path / "idem.db"), ""
+    else:
+        yield "redis", request.getfixturevalue("redis_server").url, _prefix()
+
+
+def _open(kind: str, target: str, prefix: str, clock: Clock | None = None) -> IdempotencyStore:
+    kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
+    if kind == "sqlite":
+        return SQLiteStore(target, **kwargs)
+    return RedisStore(target, prefix=prefix, check_persistence=False, **kwargs)
+
+
+_CHILD = """
+import os, sys
+sys.path.insert(0, {root!r})
+from bailing_flask.stores import EntryMeta, RedisStore, SQLiteStore, StoredResponse
+kind, target, prefix, key, ending = sys.argv[1:]
+store = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix,
+                                                                check_persistence=False)
+assert store.claim(key, token="child", lease_seconds=30.0, retention_seconds=600.0,
+                   meta=EntryMeta(tool="refund_order")) is None
+store.complete_deferred(key, token="child", response=StoredResponse(201, (), b"done"),
+                        retention_seconds=600.0)
+if ending == "killed":
+    os.kill(os.getpid(), 9)  # SIGKILL: no atexit, no flush, as when a worker is killed
+sys.exit(0)  # a normal exit: the deferred completion is written on the way out
+"""
+
+
+def _child(kind: str, target: str, prefix: str, key: str, ending: str) -> int:
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", _CHILD.format(root=root), kind, target, prefix,
+                           key, ending], capture_output=True, text=True, timeout=60)
+    assert done.returncode in (0, -9), done.stderr
+    return done.returncode
+
+
+def test_a_deferred_completion_is_written_when_the_process_exits(
+    deferring: tuple[str, str, str]
+) -> None:
+    kind, target, prefix = deferring
+    assert _child(kind, target, prefix, "k-exit", "normally") == 0
+    store = _open(kind, target, prefix)
+    entry = store.get("k-exit")
+    assert entry is not None and entry.state == "completed"
+    assert entry.response == StoredResponse(201, (), b"done")
+    store.close()
+
+
+def test_a_deferred_completion_lost_with_its_process_leaves_the_call_uncertain(
+    deferring: tuple[str, str, str]
+) -> None:
+    kind, target, prefix = deferring
+    assert _child(kind, target, prefix, "k-killed", "killed") == -9
+    later = Clock(time.time() + 31)  # past the 30 s lease
+    store = _open(kind, target, prefix, later)
+    entry = store.get("k-killed")
+    assert entry is not None and entry.state == "in_progress" and entry.response is None
+    # never released, never completed: the repeat is refused as uncertain, and not run
+    held = claim(store, "k-killed", "repeat")
+    assert held is not None and held.outcome == "uncertain" and held.entry.token == "child"
+    store.close()
+
+
+def test_deferred_completions_travel_with_the_next_claim(store: IdempotencyStore) -> None:
+    for number in range(5):
+        assert claim(store, f"k{number}", "token-a") is None
+        store.complete_deferred(f"k{number}", token="token-a", response=OK,
+                                retention_seconds=RETENTION)
+    # the next claim (or a repeat) sees them all completed, in this process at once
+    held = claim(store, "k4", "token-b")
+    assert held is not None and held.outcome == "completed" and held.entry.response == OK
+    for number in range(4):
+        entry = store.get(f"k{number}")
+        assert entry is not None and entry.state == "completed"
+
+
+def test_sqlite_deferred_completions_share_the_next_claims_transaction(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "idem.db")
+    conn = store._connection()
+    writes: list[str] = []
+
+    def traced(sql: str) -> None:
+        head = sql.split(None, 1)[0].upper()
+        if head in ("COMMIT", "INSERT", "UPDATE") and not (head != "COMMIT" and conn.in_transaction):
+            writes.append(head)
+
+    conn.set_trace_callback(traced)
+    for number in range(20):
+        assert claim(store, f"k{number}", "token-a") is None
+        store.complete_deferred(f"k{number}", token="token-a", response=OK,
+                                retention_seconds=RETENTION)
+    assert len(writes) == 20  # one transaction per call: its claim and the previous completion
+    writes.clear()
+    for number in range(20, 30):
+        assert claim(store, f"k{number}", "token-a") is None
+        assert complete(store, f"k{number}", "token-a")
+    # without deferring: two per call (the last deferred completion rode with the first claim)
+    assert len(writes) == 2 * 10
+    store.close()
+
+
+def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
+    redis_server: RedisServer, clock: Clock
+) -> None:
+    store = RedisStore(redis_server.url, clock=clock, prefix=_prefix(), check_persistence=False)
+    assert claim(store, "k1", "token-a") is None
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    sending = threading.Event()
+    release = threading.Event()
+    real_send = store._send
+
+    def slow_send(commands: list[Any]) -> list[Any]:
+        if any(b"bailing" in part or b"test-" in part for part in commands[0]) and len(commands) > 1:
+            sending.set()
+            release.wait(10)
+        return real_send(commands)
+
+    store._send = slow_send  # type: ignore[method-assign]
+    other = threading.Thread(target=lambda: claim(store, "k-other", "token-x"))
+    other.start()  # takes the completion of k1 along with its own claim, and is held up
+    assert sending.wait(10)
+    seen: list[Reservation | None] = []
+    repeat = threading.Thread(target=lambda: seen.append(claim(store, "k1", "token-b")))
+    repeat.start()
+    time.sleep(0.2)
+    assert seen == []  # waiting: the completion it repeats is on its way
+    release.set()
+    other.join(10)
+    repeat.join(10)
+    assert seen and seen[0] is not None and seen[0].outcome == "completed"
+    store.close()
+
+
+def test_a_forked_child_never_writes_its_parents_deferred_completions(tmp_path: Path) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork()")
+    store = SQLiteStore(tmp_path / "idem.db")
+    assert claim(store, "k1", "token-a") is None
+    store._pending._later._delay = 60.0  # keep it waiting in the parent
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, b"empty" if not store._pending else b"inherited")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 20)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"empty"
+    assert store._pending  # still the parent's to write
+    store.flush()
+    assert store.get("k1").state == "completed"  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_deferred_completion_that_cannot_be_written_is_given_up_and_logged(
+    redis_server_factory: Callable[[], RedisServer], clock: Clock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = redis_server_factory()
+    store = RedisStore(server.url, clock=clock, prefix=_prefix(), check_persistence=False)
+    assert claim(store, "k1", "token-a") is None
+    store._pending._later._delay = 60.0  # only the flushes below write
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    server.stop()
+    with caplog.at_level("ERROR", logger="bailing_flask"):
+        for _ in range(3):
+            store.flush()
+    assert "could not record the outcome of call k1" in caplog.text
+    assert not store._pending
+    store.close()
+
+
 # --- the rest of the API ---------------------------------------------------------------
 
 
@@ -790,6 +977,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
     """One call of every store method, for the fault tests."""
     return {
         "reserve": lambda: reserve(store, "k-new", "t"),
+        "claim": lambda: claim(store, "k-new", "t"),
         "take_over": lambda: store.take_over(
             "k-new", old_token="t", new_token="u", lease_seconds=5
         ),
