@@ -744,6 +744,28 @@ def test_sqlite_deferred_completions_share_the_next_claims_transaction(tmp_path:
     store.close()
 
 
+def test_sqlite_checkpoints_run_in_the_background_not_in_a_request(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "idem.db")
+    ran_on: list[str] = []
+    real = store._checkpoint
+
+    def checkpoint() -> None:
+        ran_on.append(threading.current_thread().name)
+        real()
+
+    store._checkpoint_later._action = checkpoint
+    for number in range(250):
+        assert claim(store, f"k{number}", "token-a") is None
+        assert complete(store, f"k{number}", "token-a")
+    deadline = time.monotonic() + 10
+    while not ran_on and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran_on and set(ran_on) == {"bailing-sqlite-checkpoint"}
+    # SQLite's own checkpoint, inside a commit, is only the safety net far behind
+    assert store._connection().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10000
+    store.close()
+
+
 def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
     redis_server: RedisServer, clock: Clock
 ) -> None:

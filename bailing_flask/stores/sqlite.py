@@ -63,6 +63,7 @@ from .base import (
     _encode_headers,
     _encode_meta,
     _Completion,
+    _Later,
     _outcome,
     _Pending,
 )
@@ -73,6 +74,10 @@ logger = logging.getLogger("bailing_flask")
 
 #: seconds a deferred completion waits for a claim to take it along
 _DEFER_DELAY = 0.005
+#: commits of this process between two background checkpoints (a call writes 4-7 pages)
+_CHECKPOINT_EVERY = 200
+#: SQLite's own checkpoint, inside a commit, only if the background ones fall this far behind
+_AUTOCHECKPOINT_PAGES = 10000
 
 #: Bumped when the tables change, so a later version can migrate old files.
 _SCHEMA_VERSION = 1
@@ -194,6 +199,8 @@ class SQLiteStore(IdempotencyStore):
         #: Incremented by ``close`` so that threads drop their closed connections.
         self._generation = 0
         self._schema_ready = False
+        self._writes = 0
+        self._checkpoint_later = _Later(self._checkpoint, 0.0, "bailing-sqlite-checkpoint")
         #: completions deferred by complete_deferred(), written with the next claim
         self._pending = _Pending(self._write_pending, _DEFER_DELAY, "bailing-sqlite-completions",
                                  self.path)
@@ -229,11 +236,34 @@ class SQLiteStore(IdempotencyStore):
             if not self._schema_ready:
                 self._create_schema(conn)
                 self._schema_ready = True
+            # checkpoints run in the background (see _wrote); this is only the safety net
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         except BaseException:
             conn.close()
             raise
         self._connections[id(conn)] = (os.getpid(), threading.current_thread(), conn)
         return conn
+
+    def _wrote(self) -> None:
+        """Count a commit; every few hundred, checkpoint the log in the background.
+
+        SQLite's own automatic checkpoint runs inside the commit that crosses
+        its threshold: one request in a few hundred would copy the log back
+        and wait for the disk twice more. A background thread does it instead
+        (PASSIVE: it never waits for, nor blocks, a reader or a writer).
+        """
+        self._writes += 1
+        if self._writes >= _CHECKPOINT_EVERY:
+            self._writes = 0
+            self._checkpoint_later.soon()
+
+    def _checkpoint(self) -> None:
+        try:
+            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            logger.warning("bailing: background checkpoint of the SQLite idempotency store at %s "
+                           "failed (%s: %s); SQLite checkpoints by itself later", self.path,
+                           type(exc).__name__, exc)
 
     def _forget_dead_threads(self) -> None:
         """Close the connections of this process's finished threads.
@@ -370,6 +400,7 @@ class SQLiteStore(IdempotencyStore):
                 cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep,
                                                meta_json))
                 if cursor.rowcount == 1:
+                    self._wrote()
                     return now, None
                 entry = self._select(conn, key, now)
                 if entry is not None:
@@ -406,6 +437,7 @@ class SQLiteStore(IdempotencyStore):
             self._pending.landed(taken)
             raise
         self._pending.landed(taken)
+        self._wrote()
         _log_refused(refused)
         if entry is None and cursor.rowcount != 1:  # pragma: no cover - the lock was held
             raise StoreUnavailable(f"SQLite store at {self.path}: entry {key!r} vanished")
@@ -433,6 +465,7 @@ class SQLiteStore(IdempotencyStore):
         except StoreUnavailable as exc:
             logger.warning("bailing: deferred completions not written yet: %s", exc)
             return items
+        self._wrote()
         _log_refused(refused)
         return []
 
@@ -509,6 +542,7 @@ class SQLiteStore(IdempotencyStore):
              key, token, now),
         )
         if cursor.rowcount == 1:
+            self._wrote()
             return True
         # not an in-progress entry of this token: completed by it already (a repeated
         # completion whose first answer was lost), or gone, or someone else's
@@ -650,6 +684,7 @@ class SQLiteStore(IdempotencyStore):
                 "WHERE bailing_signatures.expires_at <= ?",
                 (signature, now + ttl, now),
             )
+            self._wrote()
             return cursor.rowcount == 1
 
     def ping(self) -> None:
