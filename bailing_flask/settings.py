@@ -79,12 +79,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds after which an unfinished side effect counts as uncertain (a worker died). "
             "Must exceed the longest tool run time."),
     Setting("BAILING_IDEMPOTENCY_DEFER_COMPLETION", False,
-            "Let a side effect's answer leave before the record of it is durable: SQLite commits "
-            "the record without waiting for the disk (one flush per call instead of two), Redis "
-            "sends it with the next command (one round trip per call instead of two). Faster, "
-            "and never runs a call twice; but a record lost to a crash (SQLite: power loss; "
-            "Redis: the worker killed within milliseconds of answering) leaves that call "
-            "uncertain instead of replayable. Off by default; see the idempotency docs."),
+            "Let a side effect's answer leave before its record is written: the record travels "
+            "with the worker's next reservation (SQLite: the same transaction and disk flush; "
+            "Redis: the same round trip), or a background thread writes it a few milliseconds "
+            "later. One flush or round trip per call instead of two, and a call still never runs "
+            "twice; but a worker killed in those milliseconds loses the record, and that call is "
+            "then uncertain instead of replayable. Off by default; see the idempotency docs."),
     Setting("BAILING_REJECT_REPLAYS", False,
             "Refuse an exact signature seen twice within the window (reason `replayed`). Off by "
             "default: two identical read calls in the same second legitimately share one."),

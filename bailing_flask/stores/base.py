@@ -302,9 +302,10 @@ class IdempotencyStore(ABC):
         """:meth:`complete`, allowed to finish after it returns (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
 
         The response has already been produced and the side effect has
-        happened; what may be deferred is only how soon the record of it is
-        durable (SQLite: the commit does not wait for the disk) or sent
-        (Redis: it travels with the next command or within milliseconds). A
+        happened; what may be deferred is only when the record of it is
+        written: the built-in SQLite and Redis stores queue it and write it
+        with the process's next claim (one transaction, one round trip), or
+        from a background thread a few milliseconds later, and at exit. A
         completion that never arrives leaves the entry in progress, and it
         turns *uncertain* when its lease runs out: a repeat is refused, never
         run again. Answers like :meth:`complete`, or ``None`` when the outcome
