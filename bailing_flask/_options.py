@@ -91,6 +91,7 @@ class BailingKwargs(TypedDict, total=False):
     store: str | IdempotencyStore | None
     idempotency_retention: float
     idempotency_lease: float
+    idempotency_defer_completion: bool
     reject_replays: bool
     transaction: TransactionAdapter | Literal["sqlalchemy"] | None
     transactional: bool

@@ -29,27 +29,30 @@ instead: its record commits in the view's own database transaction.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
 from ._wsgi_headers import is_hop_by_hop
 from ._sync import call_sync
+from .errors import ConfigurationError
 from .responses import REASON_HEADER, ErrorInfo
+from .settings import DEFAULTS
 from .stores import (
     EntryMeta,
     IdempotencyStore,
     Reservation,
-    StoredResponse,
     StoreUnavailable,
     store_from_url,
 )
+from .stores.base import _trusted_meta, _trusted_response
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ToolCall
@@ -64,16 +67,126 @@ logger = logging.getLogger("bailing_flask")
 REPLAY_HEADER = "Idempotent-Replayed"
 #: response headers never replayed from the store (nor any hop-by-hop header)
 _SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
+#: the hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref.util.is_hop_by_hop`` knows them
+_HOP_BY_HOP = frozenset((
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
+    "transfer-encoding", "upgrade",
+))
+#: what a stored response leaves out, lower-cased: one set lookup per header
+_NOT_STORED = frozenset(_SKIPPED_HEADERS) | _HOP_BY_HOP
 _CLEANUP_INTERVAL = 300.0
+_LEASE = "BAILING_IDEMPOTENCY_LEASE"
+_RETENTION = "BAILING_IDEMPOTENCY_RETENTION"
+_DEFER = "BAILING_IDEMPOTENCY_DEFER_COMPLETION"
+_REJECT_REPLAYS = "BAILING_REJECT_REPLAYS"
+_DEFAULT_LEASE = DEFAULTS[_LEASE]
+_DEFAULT_RETENTION = DEFAULTS[_RETENTION]
+
+
+#: header name -> whether a stored response keeps it (names are few; bounded anyway)
+_KEEP: dict[str, bool] = {}
+#: the stored header tuples seen so far, so that thousands of stored responses with the same
+#: headers share one tuple (a store in memory keeps them all; bounded)
+_SHARED_HEADERS: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+
+
+def _stored_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The headers a stored response keeps, in order (one dict lookup per header)."""
+    kept = []
+    for pair in headers:
+        keep = _KEEP.get(pair[0])
+        if keep is None:
+            keep = pair[0].lower() not in _NOT_STORED
+            if len(_KEEP) < 1024:
+                _KEEP[pair[0]] = keep
+        if keep:
+            kept.append(pair)
+    stored = tuple(kept)
+    shared = _SHARED_HEADERS.get(stored)
+    if shared is not None:
+        return shared
+    if len(_SHARED_HEADERS) < 1024:
+        _SHARED_HEADERS[stored] = stored
+    return stored
+
+
+class _Tokens:
+    """Reservation tokens: unique per attempt, across threads, processes and hosts.
+
+    A random 128-bit prefix per process and a counter: one ``os.urandom`` per
+    process instead of one system call per call. A forked child draws a new
+    prefix (``os.register_at_fork``, which CPython runs for every fork it is
+    told about, embedding servers such as uWSGI included), so two workers
+    forked from one parent never hand out the same token.
+    """
+
+    def __init__(self) -> None:
+        self._reseed()
+
+    def _reseed(self) -> None:
+        self.prefix = os.urandom(16).hex() + "-"
+        self.counter = itertools.count(1)
+
+    def next(self) -> str:
+        return self.prefix + str(next(self.counter))
+
+
+_TOKENS = _Tokens()
+os.register_at_fork(after_in_child=_TOKENS._reseed)
 
 
 def call_key(tool: Tool, call: ToolCall) -> str:
     """The store key of a call: signed material, or the tool's own domain key."""
     domain = tool.options.idempotency_key
     if domain is not None:
-        material = f"domain\n{tool.name}\n{call_sync(domain, call)}"
-        return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
+        return _domain_key(tool.name, call_sync(domain, call))
     return "idem:" + call.verified.identity
+
+
+def _domain_key(tool_name: str, value: Any) -> str:
+    material = f"domain\n{tool_name}\n{value}"
+    return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class _Plan:
+    """What de-duplication needs to know about one tool, worked out once per tool.
+
+    Built on a tool's first call (and again only if the registry is rebuilt
+    with a new :class:`~bailing_flask.registry.Tool`), so the request path
+    reads plain attributes instead of re-deriving the policy every call.
+    """
+
+    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic")
+
+    def __init__(self, tool: Tool) -> None:
+        options = tool.options
+        self.tool = tool
+        self.applies = Idempotency.applies(tool)
+        self.name = tool.name
+        self.domain = options.idempotency_key
+        self.rerun_uncertain = bool(options.rerun_uncertain)
+        self.failure_is_atomic = bool(options.failure_is_atomic)
+
+    def key(self, call: ToolCall) -> str:
+        if self.domain is not None:
+            return _domain_key(self.name, call_sync(self.domain, call))
+        return "idem:" + call.verified.identity
+
+
+class _Settings:
+    """The ``BAILING_IDEMPOTENCY_*`` values, converted once and again only when they change."""
+
+    __slots__ = ("raw_lease", "raw_retention", "raw_defer", "lease", "retention", "defer")
+
+    def __init__(self, raw_lease: Any, raw_retention: Any, raw_defer: Any) -> None:
+        self.raw_lease, self.raw_retention, self.raw_defer = raw_lease, raw_retention, raw_defer
+        self.lease = float(raw_lease)
+        self.retention = float(raw_retention)
+        if not isinstance(raw_defer, bool):
+            raise ConfigurationError(
+                f"{_DEFER} must be True or False, not {type(raw_defer).__name__}."
+            )
+        self.defer = raw_defer
 
 
 class Idempotency:
@@ -86,6 +199,9 @@ class Idempotency:
         self._last_cleanup = time.monotonic()
         self._cleaning = False
         self._transactional: TransactionalIdempotency | None = None
+        #: id(tool) -> its plan; the plan keeps the tool alive, so an id is never reused
+        self._plans: dict[int, _Plan] = {}
+        self._settings_cache: _Settings | None = None
 
     # -- the store ----------------------------------------------------------------
 
@@ -140,15 +256,37 @@ class Idempotency:
         """
         return tool.deduplicated
 
+    def _plan(self, tool: Tool) -> _Plan:
+        plan = self._plans.get(id(tool))
+        if plan is None or plan.tool is not tool:
+            plan = _Plan(tool)
+            if len(self._plans) > 4096:  # registries rebuilt many times (tests): start afresh
+                self._plans = {}
+            self._plans[id(tool)] = plan
+        return plan
+
+    def _settings(self) -> _Settings:
+        """Lease, retention and the completion mode; converted again only after a change."""
+        config = self.state.app.config
+        lease = config.get(_LEASE, _DEFAULT_LEASE)
+        retention = config.get(_RETENTION, _DEFAULT_RETENTION)
+        defer = config.get(_DEFER, False)
+        cached = self._settings_cache
+        if (cached is None or cached.raw_lease is not lease or cached.raw_retention is not retention
+                or cached.raw_defer is not defer):
+            cached = self._settings_cache = _Settings(lease, retention, defer)
+        return cached
+
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
-        if not self.state.config("BAILING_REJECT_REPLAYS"):
+        config = self.state.app.config
+        if not config.get(_REJECT_REPLAYS, DEFAULTS[_REJECT_REPLAYS]):
             return None
         ttl = 2 * float(self.state.config("BAILING_WINDOW"))
         try:
             first = self.store().remember_signature(call.verified.signature, ttl_seconds=ttl)
         except StoreUnavailable:
-            if self.applies(tool):
+            if self._plan(tool).applies:
                 return ErrorInfo.make("idempotency_store_unavailable")
             logger.warning("bailing: replay check skipped for read tool %r: store unavailable", tool.name)
             return None
@@ -158,48 +296,63 @@ class Idempotency:
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
         """Run ``execute`` at most once per call identity."""
-        if not self.applies(tool):
+        plan = self._plans.get(id(tool))
+        if plan is None or plan.tool is not tool:
+            plan = self._plan(tool)
+        if not plan.applies:
             return execute()
         mode = tool.options.transactional
         if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
             return self.transactional().run(tool, call, execute)
-        key = call_key(tool, call)
-        token = os.urandom(12).hex()
-        lease = float(self.state.config("BAILING_IDEMPOTENCY_LEASE"))
-        retention = float(self.state.config("BAILING_IDEMPOTENCY_RETENTION"))
-        meta = EntryMeta(tool=tool.name, job_id=call.job_id, subject=call.subject,
-                         unsigned_key=call.unsigned.idempotency_key)
+        settings = self._settings()
+        verified = call.verified
+        key = "idem:" + verified.identity if plan.domain is None else plan.key(call)
+        token = _TOKENS.next()
+        meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
+                             verified.unsigned.idempotency_key)
         try:
-            store = self.store()
-            reservation = store.reserve(key, token=token, lease_seconds=lease,
-                                        retention_seconds=retention, meta=meta)
+            store = self._store or self.store()
+            held = store.claim(key, token=token, lease_seconds=settings.lease,
+                               retention_seconds=settings.retention, meta=meta)
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
-                         exc, tool.name)
+                         exc, plan.name)
             return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
-        self._maybe_cleanup()
-        if reservation.outcome == "completed":
-            return self._replay(tool, call, key, reservation)
-        if reservation.outcome == "in_progress":
+        if time.monotonic() - self._last_cleanup >= _CLEANUP_INTERVAL:
+            self._maybe_cleanup()
+        if held is not None:
+            refused = self._held(store, plan, call, key, token, settings, held)
+            if refused is not None:
+                return refused
+        return self._first_run(store, plan, key, token, settings, execute)
+
+    def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
+              settings: _Settings, held: Reservation) -> Response | None:
+        """The answer to a call someone else holds; ``None`` when it was taken over to run again."""
+        if held.outcome == "completed":
+            return self._replay(plan, call, key, held)
+        if held.outcome == "in_progress":
             return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
-        if reservation.outcome == "uncertain":
-            if not tool.options.rerun_uncertain:
+        if held.outcome == "uncertain":
+            if not plan.rerun_uncertain:
                 logger.warning("bailing: call %s of tool %r is uncertain (an earlier attempt did not "
-                               "finish); resolve it with `flask bailing idempotency`", key, tool.name)
+                               "finish); resolve it with `flask bailing idempotency`", key, plan.name)
                 return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
             try:
-                taken = store.take_over(key, old_token=reservation.entry.token, new_token=token,
-                                        lease_seconds=lease)
+                taken = store.take_over(key, old_token=held.entry.token, new_token=token,
+                                        lease_seconds=settings.lease)
             except StoreUnavailable:
                 return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
             if not taken:
                 return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
             logger.warning("bailing: re-running uncertain call %s of tool %r (rerun_uncertain)", key,
-                           tool.name)
-        return self._first_run(store, tool, key, token, retention, execute)
+                           plan.name)
+            return None
+        # "reserved" from a store's own claim(): the caller owns the key after all
+        return None
 
-    def _first_run(self, store: IdempotencyStore, tool: Tool, key: str, token: str,
-                   retention: float, execute: Callable[[], Response]) -> Response:
+    def _first_run(self, store: IdempotencyStore, plan: _Plan, key: str, token: str,
+                   settings: _Settings, execute: Callable[[], Response]) -> Response:
         # The exception is seen here, on its way out of the view and before the
         # app's own error handlers turn it into whatever response they like.
         try:
@@ -212,49 +365,58 @@ class Idempotency:
                 # 4xx and rendered by the app's handlers exactly as Flask would
                 response = current_app.make_response(current_app.handle_user_exception(exc))
         except BaseException as exc:
-            self._failed(store, tool, key, token, f"the view raised {type(exc).__name__}")
+            self._failed(store, plan, key, token, f"the view raised {type(exc).__name__}")
             raise
-        if response.status_code >= 500:
+        status = response.status_code
+        if status >= 500:
             if response.headers.get(REASON_HEADER) == "invalid_response":
                 # the view finished (its effect happened); only its answer was withheld
-                self._failed(store, tool, key, token, "the view's result did not match its "
+                self._failed(store, plan, key, token, "the view's result did not match its "
                              "declared response shape and was withheld", effect_done=True)
             else:
-                self._failed(store, tool, key, token, f"the view answered HTTP {response.status_code}")
+                self._failed(store, plan, key, token, f"the view answered HTTP {status}")
             return response
-        stored = StoredResponse(
-            status=response.status_code,
-            headers=tuple((name, value) for name, value in response.headers.items()
-                          if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
-            body=response.get_data(),
-        )
+        # the response came from Flask: an int status, str header pairs, bytes; no re-checks
+        chunks = response.response
+        if chunks.__class__ is list and len(chunks) == 1 and chunks[0].__class__ is bytes:
+            body: bytes = chunks[0]  # what get_data() would join, without the copy
+        else:
+            body = response.get_data()
+        stored = _trusted_response(status, _stored_headers(response.headers), body)
         try:
-            if not store.complete(key, token=token, response=stored, retention_seconds=retention):
-                logger.error("bailing: call %s of tool %r was resolved or taken over while it ran",
-                             key, tool.name)
+            if settings.defer:
+                recorded = store.complete_deferred(key, token=token, response=stored,
+                                                   retention_seconds=settings.retention)
+            else:
+                recorded = store.complete(key, token=token, response=stored,
+                                          retention_seconds=settings.retention)
         except StoreUnavailable:
             # the side effect happened: answer it; the entry turns uncertain after its lease
             logger.error("bailing: could not record the outcome of call %s of tool %r; it will "
-                         "show as uncertain", key, tool.name)
+                         "show as uncertain", key, plan.name)
+            return response
+        if recorded is False:
+            logger.error("bailing: call %s of tool %r was resolved or taken over while it ran",
+                         key, plan.name)
         return response
 
-    def _failed(self, store: IdempotencyStore, tool: Tool, key: str, token: str, why: str,
+    def _failed(self, store: IdempotencyStore, plan: _Plan, key: str, token: str, why: str,
                 effect_done: bool = False) -> None:
         """A side effect failed: uncertain by default, released if its failures are atomic."""
-        if tool.options.failure_is_atomic and not effect_done:
+        if plan.failure_is_atomic and not effect_done:
             self._release(store, key, token)
             return
         try:
             store.mark_uncertain(key, token=token, note=why)
         except StoreUnavailable:
             logger.error("bailing: could not record the failure of call %s of tool %r; it will "
-                         "show as uncertain when its lease runs out", key, tool.name)
+                         "show as uncertain when its lease runs out", key, plan.name)
             return
         logger.warning(
             "bailing: call %s of tool %r failed (%s) and may have had part of its effect: recorded "
             "as uncertain, repeats are refused until `flask bailing idempotency resolve` decides "
             "(declare failure_is_atomic=True if a failure of this tool never leaves anything behind)",
-            key, tool.name, why,
+            key, plan.name, why,
         )
 
     @staticmethod
@@ -264,13 +426,13 @@ class Idempotency:
         except StoreUnavailable:
             logger.error("bailing: could not release call %s after a failure", key)
 
-    def _replay(self, tool: Tool, call: ToolCall, key: str, reservation: Reservation) -> Response:
+    def _replay(self, plan: _Plan, call: ToolCall, key: str, reservation: Reservation) -> Response:
         entry = reservation.entry
         if entry.meta.unsigned_key != call.unsigned.idempotency_key:
             logger.warning(
                 "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
                 "X-Bailing-Idempotency-Key changed from %r to %r; answered from the store",
-                key, tool.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
+                key, plan.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
             )
         stored = entry.response
         assert stored is not None  # completed entries carry their response

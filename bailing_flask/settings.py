@@ -101,6 +101,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_TRANSACTIONAL", False,
             "Run every de-duplicated tool in the transaction mode unless it says "
             "`transactional=False` (default: only tools declared `transactional=True`)."),
+    Setting("BAILING_IDEMPOTENCY_DEFER_COMPLETION", False,
+            "Let a side effect's answer leave before its record is written: the record travels "
+            "with the worker's next reservation (SQLite: the same transaction and disk flush; "
+            "Redis: the same round trip), or a background thread writes it a few milliseconds "
+            "later. One flush or round trip per call instead of two, and a call still never runs "
+            "twice; but a worker killed in those milliseconds loses the record, and that call is "
+            "then uncertain instead of replayable. Off by default; see the idempotency docs."),
     Setting("BAILING_REJECT_REPLAYS", False,
             "Refuse an exact signature seen twice within the window (reason `replayed`). Off by "
             "default: two identical read calls in the same second legitimately share one."),

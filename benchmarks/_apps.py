@@ -25,7 +25,7 @@
 
 The gunicorn-served benchmarks import the factories from here
 (``benchmarks._apps:tool_app()``), configured from the environment:
-``BENCH_SECRET`` and ``BENCH_STORE``.
+``BENCH_SECRET``, ``BENCH_STORE`` and ``BENCH_DEFER_COMPLETION``.
 """
 
 from __future__ import annotations
@@ -103,13 +103,17 @@ def _listed(status: str | None, limit: int) -> dict[str, Any]:
 # -- what users run ------------------------------------------------------------------------
 
 
-def tool_app(store: str | None = None, secret: str | None = None) -> Flask:
+def tool_app(store: str | None = None, secret: str | None = None,
+             defer: bool | None = None) -> Flask:
+    """``defer``: ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (default: ``BENCH_DEFER_COMPLETION=1``)."""
     from bailing_flask import Bailing, current_call, tool
 
     app = Flask("bench_tool")
     app.config.update(
         BAILING_SECRETS=[secret or os.environ.get("BENCH_SECRET", SECRET)],
         BAILING_STORE=store or os.environ.get("BENCH_STORE") or "memory://",
+        BAILING_IDEMPOTENCY_DEFER_COMPLETION=(
+            defer if defer is not None else os.environ.get("BENCH_DEFER_COMPLETION") == "1"),
     )
     bailing = Bailing(app)
     bailing.subject_loader(load_subject)

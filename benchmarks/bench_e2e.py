@@ -21,9 +21,12 @@ every block is kept.
   (50-byte body, ``deduplicate=False``) / req/s of the same POST to the bare
   app (the signature headers are sent too; nothing reads them);
 * ``gthread_tool_vs_bare`` (target >= 0.95): the same with gthread workers;
-* ``gthread_redis_vs_off`` (target >= 0.6): req/s of new calls to the same
-  tool with de-duplication in a real ``redis-server`` (loopback, started for
-  the run) / the tool with ``deduplicate=False``, same server.
+* ``gthread_redis_vs_off`` and ``gthread_redis_deferred_vs_off`` (target
+  >= 0.6): req/s of new calls to the same tool with de-duplication in a real
+  ``redis-server`` (loopback, started for the run) / the tool with
+  ``deduplicate=False`` on the default server; the second is a server of its
+  own with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (one round trip per
+  call). The three sides are one interleaved series.
 
 p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``;
 less noisy than req/s, in the details as ``server_cpu_ratio``) are printed
@@ -90,7 +93,8 @@ def _result(name: str, candidate: Side, baseline: Side, op: str, threshold: floa
 
 
 def run(quick: bool = False) -> list[Result]:
-    names = [("sync_tool_vs_bare", 0.9), ("gthread_tool_vs_bare", 0.95), ("gthread_redis_vs_off", 0.6)]
+    names = [("sync_tool_vs_bare", 0.9), ("gthread_tool_vs_bare", 0.95), ("gthread_redis_vs_off", 0.6),
+             ("gthread_redis_deferred_vs_off", 0.6)]
     if not gunicorn_available():
         why = "gunicorn is not installed (pip install -e '.[test,bench]')"
         print(f"[{GROUP}] warning: {why}; skipped", file=sys.stderr)
@@ -121,6 +125,13 @@ def run(quick: bool = False) -> list[Result]:
             servers += [bare, tool]
             bare.start()
             tool.start()
+            deferred = None
+            if worker_class == "gthread" and redis is not None:
+                deferred = Gunicorn("benchmarks._apps:tool_app()", worker_class=worker_class,
+                                    threads=threads, env={**env, "BENCH_DEFER_COMPLETION": "1"},
+                                    label=f"tool-deferred/{worker_class}")
+                servers.append(deferred)
+                deferred.start()
             print(f"[{GROUP}] {worker_class}: servers on ports {bare.port} (bare), {tool.port} (tool)",
                   file=sys.stderr, flush=True)
             sides = [Side("bare", bare, post), Side("tool", tool, post)]
@@ -135,22 +146,28 @@ def run(quick: bool = False) -> list[Result]:
                 facts,
             ))
             if worker_class == "gthread":
-                if redis is None:
+                if redis is None or deferred is None:
                     why = "redis-server not found on PATH (apt-get install redis-server)"
-                    print(f"[{GROUP}] warning: {why}; gthread_redis_vs_off skipped", file=sys.stderr)
-                    results.append(skipped_result(GROUP, "gthread_redis_vs_off", "Redis store e2e",
-                                                  ">=", 0.6, why))
+                    print(f"[{GROUP}] warning: {why}; gthread_redis_*_vs_off skipped", file=sys.stderr)
+                    for name in ("gthread_redis_vs_off", "gthread_redis_deferred_vs_off"):
+                        results.append(skipped_result(GROUP, name, "Redis store e2e", ">=", 0.6, why))
                 else:
-                    sides = [Side("off", tool, post), Side("redis", tool, idem)]
+                    # one interleaved series: the baseline, then the store with each completion mode
+                    sides = [Side("off", tool, post), Side("redis", tool, idem),
+                             Side("redis_deferred", deferred, idem)]
                     n = interleaved(gen, sides, rounds=rounds, block_s=block_s, concurrency=concurrency)
-                    results.append(_result(
-                        "gthread_redis_vs_off", sides[1], sides[0], ">=", 0.6,
-                        "req/s new side-effecting calls, Redis store (loopback) / the same tool with "
-                        "deduplicate=False, gunicorn gthread (1 worker, 4 threads)",
-                        {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)"},
-                    ))
-            for server in (bare, tool):
-                server.close()
+                    for side, mode in ((sides[1], "default settings"),
+                                       (sides[2], "BAILING_IDEMPOTENCY_DEFER_COMPLETION")):
+                        results.append(_result(
+                            f"gthread_{side.name}_vs_off", side, sides[0], ">=", 0.6,
+                            f"req/s new side-effecting calls, Redis store (loopback, {mode}) / the "
+                            "same tool with deduplicate=False, gunicorn gthread (1 worker, 4 threads)",
+                            {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)",
+                             "defer_completion": side is sides[2]},
+                        ))
+            for server in (bare, tool, deferred):
+                if server is not None:
+                    server.close()
     finally:
         gen.close()
         for server in servers:

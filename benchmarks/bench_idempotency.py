@@ -17,29 +17,38 @@ comparison get the same kind of requests through the whole app. Before
 timing, each store is checked to be engaged: the same request sent again is
 answered from the store with ``Idempotent-Replayed: true``.
 
+SQLite and Redis are measured twice: with the default settings and with
+``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (rows ``*_deferred*``: the
+completion travels with the next reservation, one write per call; see the
+idempotency docs for what that trades).
+
 Ratios (calls/s with the store / calls/s of the same tool without):
 
-* ``memory_vs_off`` (target >= 0.92) and ``sqlite_tmpfs_vs_off`` (target
-  >= 0.7): thread CPU time;
-* ``sqlite_vs_off`` (no target): the repository's disk, wall clock on both
-  sides - each commit waits for the disk, so this one measures the disk;
-* ``redis_vs_off`` (no target in-process): wall clock on both sides (each
-  round trip waits for the server, which shares the 2 cores); the target
-  for Redis is end to end (``e2e/gthread_redis_vs_off``).
+* ``memory_vs_off`` (target >= 0.92) and ``sqlite_tmpfs[_deferred]_vs_off``
+  (target >= 0.7): thread CPU time;
+* ``sqlite[_deferred]_vs_off`` (no target): the repository's disk, wall clock
+  on both sides - each commit waits for the disk, so this one measures the
+  disk;
+* ``redis[_deferred]_vs_off`` (no target in-process): wall clock on both
+  sides (each round trip waits for the server, which shares the 2 cores);
+  the target for Redis is end to end (``e2e/gthread_redis_deferred_vs_off``).
 
-Counts per call on the request path (the machine-independent figures):
+Counts per call on the request path (the machine-independent figures; the
+target is on the deferred rows, the default rows are information):
 
-* ``sqlite_fsyncs_per_call`` (target <= 1): ``fsync`` + ``fdatasync`` system
-  calls per new call, counted by ``strace -f -c`` around a subprocess that
+* ``sqlite_fsyncs_per_call[_deferred]`` (target <= 1): ``fsync`` +
+  ``fdatasync`` system calls per new call on the thread that makes the calls
+  (the request path), counted by ``strace -f`` around a subprocess that
   makes N new calls, minus the same subprocess making none (so start-up,
-  schema and warm-up cancel out). Without ``strace`` (or when ptrace is not
-  permitted) the fallback counts SQLite write transactions through
-  ``sqlite3``'s trace callback - one WAL ``fsync`` each under
-  ``synchronous=FULL`` - and the details say so;
-* ``redis_round_trips_per_call`` (target <= 1): client -> server bursts per
-  new call through a counting TCP proxy in front of the server (pipelined
-  commands sent together count once); the details add the server's own
-  command counts from ``INFO commandstats``.
+  schema, warm-up and the exit cancel out); the whole process's count, the
+  store's background checkpoints included, is in the note. Without
+  ``strace`` (or when ptrace is not permitted) the fallback counts SQLite
+  write transactions through ``sqlite3``'s trace callback - one WAL
+  ``fsync`` each under ``synchronous=FULL`` - and the details say so;
+* ``redis_round_trips_per_call[_deferred]`` (target <= 1): client -> server
+  bursts per new call through a counting TCP proxy in front of the server
+  (pipelined commands sent together count once); the details add the
+  server's own command counts from ``INFO commandstats``.
 """
 
 from __future__ import annotations
@@ -121,7 +130,7 @@ def _compare_store(name: str, app: Flask, *, io_bound: bool, target: float | Non
     on = FreshCalls(app, on_signer, io_bound=io_bound)
     per_round = compare({"off": off, name: on}, rounds=rounds, block_ms=block_ms,
                         warmup_s=0.1 if quick else 0.3, measure="wall" if io_bound else "cpu")
-    label = name.replace("_tmpfs", " (tmpfs)")
+    label = name.replace("_tmpfs", " (tmpfs)").replace("_deferred", ", deferred completions,")
     result = ratio_result(
         per_round, group=GROUP, name=f"{name}_vs_off", numerator="off", denominator=name,
         op=">=" if target is not None else "", threshold=target or 0.0,
@@ -147,8 +156,12 @@ def _compare_store(name: str, app: Flask, *, io_bound: bool, target: float | Non
 # -- fsyncs per call (a subprocess under strace) ---------------------------------------------
 
 
-def fsync_child(db: str, calls: int, route: str, mode: str) -> dict[str, Any]:
-    """Make ``calls`` new calls to ``route`` ("idem" or "off") over a SQLite store at ``db``."""
+def fsync_child(db: str, calls: int, route: str, mode: str, defer: bool = False) -> dict[str, Any]:
+    """Make ``calls`` new calls to ``route`` ("idem" or "off") over a SQLite store at ``db``.
+
+    ``defer``: with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION``. The store is
+    flushed at the end, so the last deferred completion is counted too.
+    """
     counter = {"transactions": 0}
     if mode == "trace":
         import sqlite3
@@ -172,7 +185,7 @@ def fsync_child(db: str, calls: int, route: str, mode: str) -> dict[str, Any]:
             return conn
 
         sqlite3.connect = connect_traced  # type: ignore[assignment]
-    app = _apps.tool_app(store="sqlite:///" + db)
+    app = _apps.tool_app(store="sqlite:///" + db, defer=defer)
     on_signer, off_signer = signers(app)
     signer = on_signer if route == "idem" else off_signer
     for _ in range(3):  # warm-up: schema, WAL, first connection
@@ -183,8 +196,9 @@ def fsync_child(db: str, calls: int, route: str, mode: str) -> dict[str, Any]:
         status, _h, payload = call_once(app, env, signer.template.body)
         if not status.startswith("200"):
             raise AssertionError(f"{status} {payload[:200]!r}")
-    out: dict[str, Any] = {"transactions": counter["transactions"] - before}
     store = Bailing.state(app).idempotency.store()
+    store.flush()
+    out: dict[str, Any] = {"transactions": counter["transactions"] - before, "pid": os.getpid()}
     conn = getattr(getattr(store, "_local", None), "conn", None)
     if conn is not None:
         out["journal_mode"] = conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -192,32 +206,43 @@ def fsync_child(db: str, calls: int, route: str, mode: str) -> dict[str, Any]:
     return out
 
 
-def _strace_counts(path: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
+_SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "msync")
+
+
+def _strace_counts(path: str, request_thread: int) -> dict[str, dict[str, int]]:
+    """``{"request_thread": {syscall: n}, "process": {syscall: n}}`` from ``strace -f -o`` lines.
+
+    Each line starts with the thread id; the request thread is the child's
+    main thread (its id is the process id), background threads (the
+    store's checkpoints) count for the process only.
+    """
+    counts: dict[str, dict[str, int]] = {"request_thread": {}, "process": {}}
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            parts = line.split()
-            if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "sync_file_range", "msync"):
-                # % time, seconds, usecs/call, calls, [errors,] syscall
-                counts[parts[-1]] = int(parts[3])
+            tid, _, rest = line.partition(" ")
+            name = rest.lstrip().split("(", 1)[0]
+            if name not in _SYNC_CALLS or not tid.isdigit():
+                continue
+            counts["process"][name] = counts["process"].get(name, 0) + 1
+            if int(tid) == request_thread:
+                counts["request_thread"][name] = counts["request_thread"].get(name, 0) + 1
     return counts
 
 
-def _run_fsync_child(db: str, calls: int, route: str, strace: str | None, workdir: str
-                     ) -> tuple[dict[str, Any], dict[str, int] | None]:
+def _run_fsync_child(db: str, calls: int, route: str, strace: str | None, workdir: str,
+                     defer: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, int]] | None]:
     argv = [sys.executable, "-m", "benchmarks.bench_idempotency", "--fsync-child", db, str(calls),
-            route, "strace" if strace else "trace"]
-    out_file = os.path.join(workdir, f"strace-{route}-{calls}.txt")
+            route, "strace" if strace else "trace", "defer" if defer else "sync"]
+    out_file = os.path.join(workdir, f"strace-{route}-{calls}-{int(defer)}.txt")
     if strace:
-        argv = [strace, "-f", "-qq", "-c", "-e", "trace=fsync,fdatasync,sync_file_range,msync",
-                "-o", out_file] + argv
+        argv = [strace, "-f", "-qq", "-e", "trace=" + ",".join(_SYNC_CALLS), "-o", out_file] + argv
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE.parent) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=HERE.parent, env=env, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"fsync child failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    return facts, (_strace_counts(out_file) if strace else None)
+    return facts, (_strace_counts(out_file, facts["pid"]) if strace else None)
 
 
 def _strace_works(strace: str) -> bool:
@@ -229,7 +254,7 @@ def _strace_works(strace: str) -> bool:
     return proc.returncode == 0
 
 
-def count_fsyncs(directory: str, calls: int, workdir: str) -> Result:
+def count_fsyncs(directory: str, calls: int, workdir: str, defer: bool = False) -> Result:
     strace = None if os.environ.get("BENCH_NO_STRACE") else shutil.which("strace")
     if strace is not None and not _strace_works(strace):
         print(f"[{GROUP}] warning: strace cannot trace here (ptrace not permitted?); counting "
@@ -237,33 +262,46 @@ def count_fsyncs(directory: str, calls: int, workdir: str) -> Result:
         strace = None
     per_route: dict[str, dict[str, Any]] = {}
     for route in ("idem", "off"):
-        db = os.path.join(directory, f"fsync-{route}.sqlite3")
-        base_facts, base = _run_fsync_child(db + "-0", 0, route, strace, workdir)
-        facts, counted = _run_fsync_child(db, calls, route, strace, workdir)
-        entry: dict[str, Any] = {"sqlite": {k: v for k, v in facts.items() if k != "transactions"}}
+        db = os.path.join(directory, f"fsync-{route}-{int(defer)}.sqlite3")
+        base_facts, base = _run_fsync_child(db + "-0", 0, route, strace, workdir, defer)
+        facts, counted = _run_fsync_child(db, calls, route, strace, workdir, defer)
+        entry: dict[str, Any] = {"sqlite": {k: v for k, v in facts.items()
+                                            if k not in ("transactions", "pid")}}
         if strace:
             assert counted is not None and base is not None
-            names = sorted(set(counted) | set(base))
-            delta = {n: (counted.get(n, 0) - base.get(n, 0)) / calls for n in names}
-            entry["per_call"] = delta
-            entry["fsyncs_per_call"] = delta.get("fsync", 0.0) + delta.get("fdatasync", 0.0)
+            for where in ("request_thread", "process"):
+                names = sorted(set(counted[where]) | set(base[where]))
+                delta = {n: round((counted[where].get(n, 0) - base[where].get(n, 0)) / calls, 4)
+                         for n in names}
+                entry[f"per_call_{where}"] = delta
+                entry[f"fsyncs_per_call_{where}"] = delta.get("fsync", 0.0) + delta.get("fdatasync", 0.0)
+            entry["per_call"] = entry["per_call_request_thread"]
+            entry["fsyncs_per_call"] = entry["fsyncs_per_call_request_thread"]
         else:
             entry["write_transactions_per_call"] = facts["transactions"] / calls
             entry["fsyncs_per_call"] = entry["write_transactions_per_call"]
         per_route[route] = entry
-    method = ("strace -f -c: (syscalls of N new calls) - (syscalls of 0 calls), / N" if strace else
+    method = ("strace -f: (syscalls of N new calls) - (syscalls of 0 calls), / N, on the thread "
+              "making the calls (the request path); the whole process's in the details" if strace else
               "no strace: SQLite write transactions per call via sqlite3 set_trace_callback "
               "(each one WAL fsync under synchronous=FULL; fewer under NORMAL)")
     value = per_route["idem"]["fsyncs_per_call"]
+    name = "sqlite_fsyncs_per_call" + ("_deferred" if defer else "")
     return Result(
-        group=GROUP, name="sqlite_fsyncs_per_call", unit="/call",
+        group=GROUP, name=name, unit="/call",
         metric=("fsync + fdatasync system calls per new side-effecting call, SQLite store "
-                f"({'strace' if strace else 'estimated from write transactions'})"),
-        ratio=value, spread=(value, value), op="<=", threshold=1.0, rounds=1,
+                f"({'strace' if strace else 'estimated from write transactions'}"
+                + (", BAILING_IDEMPOTENCY_DEFER_COMPLETION" if defer else ", default settings; "
+                   "no target") + ")"),
+        ratio=value, spread=(value, value), op="<=" if defer else "", threshold=1.0 if defer else 0.0,
+        rounds=1,
         details={"method": method, "calls": calls, "fs_type": fs_type(directory),
-                 "idem": per_route["idem"], "off_route": per_route["off"]},
-        notes=[f"{GROUP}/sqlite_fsyncs_per_call: {method}; de-duplicated tool "
-               f"{per_route['idem'].get('per_call', per_route['idem'].get('write_transactions_per_call'))}, "
+                 "defer_completion": defer, "idem": per_route["idem"],
+                 "off_route": per_route["off"]},
+        notes=[f"{GROUP}/{name}: {method}; de-duplicated tool "
+               f"{per_route['idem'].get('per_call', per_route['idem'].get('write_transactions_per_call'))}"
+               + (f" (whole process, background checkpoints included: "
+                  f"{per_route['idem']['per_call_process']})" if strace else "") + ", "
                f"same tool without idempotency {per_route['off']['fsyncs_per_call']:.2f}/call; SQLite "
                f"{per_route['idem']['sqlite']}"],
     )
@@ -339,11 +377,11 @@ def _command_calls(client: Any) -> dict[str, int]:
     return {name.replace("cmdstat_", ""): int(v["calls"]) for name, v in stats.items()}
 
 
-def count_round_trips(redis_url: str, redis_port: int, calls: int) -> Result:
+def count_round_trips(redis_url: str, redis_port: int, calls: int, defer: bool = False) -> Result:
     import redis as redis_py
 
     proxy = CountingProxy(redis_port)
-    app = _apps.tool_app(store=proxy.url)
+    app = _apps.tool_app(store=proxy.url, defer=defer)
     stats_client = redis_py.Redis.from_url(redis_url)  # one connection: its handshake is not counted
     try:
         on_signer, _off = signers(app)
@@ -356,6 +394,9 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int) -> Result:
             status, _h, payload = call_once(app, env, on_signer.template.body)
             if not status.startswith("200"):
                 raise AssertionError(f"{status} {payload[:200]!r}")
+        # No flush: the window holds N claims and N completions either way (with deferred
+        # completions, the warm-up's last one travels with the first call, and the last
+        # call's is outside, as it would travel with the next call).
         bursts = proxy.bursts - before
         after_cmds = _command_calls(stats_client)
     finally:
@@ -370,13 +411,17 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int) -> Result:
     delta.pop("info", None)  # our own INFO calls
     delta = {k: round(v, 3) for k, v in sorted(delta.items()) if v}
     value = bursts / calls
+    name = "redis_round_trips_per_call" + ("_deferred" if defer else "")
     return Result(
-        group=GROUP, name="redis_round_trips_per_call", unit="/call",
-        metric="request round trips to Redis per new side-effecting call (counting proxy)",
-        ratio=value, spread=(value, value), op="<=", threshold=1.0, rounds=1,
-        details={"calls": calls, "server_commands_per_call": delta,
+        group=GROUP, name=name, unit="/call",
+        metric=("request round trips to Redis per new side-effecting call (counting proxy"
+                + (", BAILING_IDEMPOTENCY_DEFER_COMPLETION" if defer else
+                   ", default settings; no target") + ")"),
+        ratio=value, spread=(value, value), op="<=" if defer else "", threshold=1.0 if defer else 0.0,
+        rounds=1,
+        details={"calls": calls, "server_commands_per_call": delta, "defer_completion": defer,
                  "method": "client->server bursts through a loopback proxy, after 3 warm-up calls"},
-        notes=[f"{GROUP}/redis_round_trips_per_call: {value:.2f} round trips per call; server "
+        notes=[f"{GROUP}/{name}: {value:.2f} round trips per call; server "
                f"commands per call (INFO commandstats, script-internal commands included): {delta}"],
     )
 
@@ -402,45 +447,59 @@ def run(quick: bool = False) -> list[Result]:
         results.append(_compare_store("memory", app, io_bound=False, target=0.92,
                                       rounds=21 if quick else 81, block_ms=8.0, quick=quick, extra={}))
 
-        db = os.path.join(disk_dir, "bench.sqlite3")
-        app = _apps.tool_app(store="sqlite:///" + db)
-        apps.append(app)
-        results.append(_compare_store(
-            "sqlite", app, io_bound=True, target=None, rounds=7 if quick else 31, block_ms=40.0,
-            quick=quick, extra={"fs_type": fs_type(disk_dir), "where": "the repository's file system"},
-        ))
+        for defer in (False, True):
+            suffix = "_deferred" if defer else ""
+            db = os.path.join(disk_dir, f"bench{suffix}.sqlite3")
+            app = _apps.tool_app(store="sqlite:///" + db, defer=defer)
+            apps.append(app)
+            results.append(_compare_store(
+                "sqlite" + suffix, app, io_bound=True, target=None, rounds=7 if quick else 31,
+                block_ms=40.0, quick=quick,
+                extra={"fs_type": fs_type(disk_dir), "where": "the repository's file system",
+                       "defer_completion": defer},
+            ))
 
         if fs_type("/dev/shm") == "tmpfs":
             shm_dir = tempfile.mkdtemp(prefix="bailing-bench-idem-", dir="/dev/shm")
-            app = _apps.tool_app(store="sqlite:///" + os.path.join(shm_dir, "bench.sqlite3"))
-            apps.append(app)
-            results.append(_compare_store(
-                "sqlite_tmpfs", app, io_bound=False, target=0.7, rounds=15 if quick else 61,
-                block_ms=16.0, quick=quick, extra={"fs_type": "tmpfs"},
-            ))
+            for defer in (False, True):
+                suffix = "_deferred" if defer else ""
+                app = _apps.tool_app(
+                    store="sqlite:///" + os.path.join(shm_dir, f"bench{suffix}.sqlite3"), defer=defer)
+                apps.append(app)
+                results.append(_compare_store(
+                    "sqlite_tmpfs" + suffix, app, io_bound=False, target=0.7,
+                    rounds=15 if quick else 61, block_ms=16.0, quick=quick,
+                    extra={"fs_type": "tmpfs", "defer_completion": defer},
+                ))
         else:
-            results.append(skipped_result(GROUP, "sqlite_tmpfs_vs_off", "SQLite on tmpfs", ">=", 0.7,
-                                          "/dev/shm is not a tmpfs here"))
+            for suffix in ("", "_deferred"):
+                results.append(skipped_result(GROUP, f"sqlite_tmpfs{suffix}_vs_off", "SQLite on tmpfs",
+                                              ">=", 0.7, "/dev/shm is not a tmpfs here"))
 
-        results.append(count_fsyncs(disk_dir, 40 if quick else 200, workdir))
+        for defer in (False, True):
+            results.append(count_fsyncs(disk_dir, 40 if quick else 200, workdir, defer=defer))
 
         executable = shutil.which("redis-server")
         if executable is None:
             why = "redis-server not found on PATH (apt-get install redis-server)"
             print(f"[{GROUP}] warning: {why}; Redis rows skipped", file=sys.stderr, flush=True)
-            results.append(skipped_result(GROUP, "redis_round_trips_per_call", "Redis round trips",
-                                          "<=", 1.0, why, unit="/call"))
+            results.append(skipped_result(GROUP, "redis_round_trips_per_call_deferred",
+                                          "Redis round trips", "<=", 1.0, why, unit="/call"))
         else:
             from tests._redis import _start_on_a_free_port
 
             redis = _start_on_a_free_port(executable, Path(workdir))
-            app = _apps.tool_app(store=redis.url)
-            apps.append(app)
-            results.append(_compare_store(
-                "redis", app, io_bound=True, target=None, rounds=9 if quick else 41, block_ms=20.0,
-                quick=quick, extra={"server": "127.0.0.1 loopback, no persistence"},
-            ))
-            results.append(count_round_trips(redis.url, redis.port, 50 if quick else 200))
+            for defer in (False, True):
+                app = _apps.tool_app(store=redis.url, defer=defer)
+                apps.append(app)
+                results.append(_compare_store(
+                    "redis" + ("_deferred" if defer else ""), app, io_bound=True, target=None,
+                    rounds=9 if quick else 41, block_ms=20.0, quick=quick,
+                    extra={"server": "127.0.0.1 loopback, no persistence", "defer_completion": defer},
+                ))
+            for defer in (False, True):
+                results.append(count_round_trips(redis.url, redis.port, 50 if quick else 200,
+                                                 defer=defer))
     finally:
         for app in apps:
             try:
@@ -456,8 +515,9 @@ def run(quick: bool = False) -> list[Result]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--fsync-child":
-        print(json.dumps(fsync_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])))
+    if len(sys.argv) == 7 and sys.argv[1] == "--fsync-child":
+        print(json.dumps(fsync_child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5],
+                                     defer=sys.argv[6] == "defer")))
     else:  # pragma: no cover - convenience
         t = time.perf_counter()
         for r in run(quick="--quick" in sys.argv):

@@ -4,7 +4,8 @@ Configured from the environment so gunicorn workers and ``flask`` CLI
 subprocesses build the same app:
 
 ``BAILING_TEST_SECRET``, ``BAILING_STORE``, ``IDEM_DATABASE`` (the business
-table), ``IDEM_LEASE`` (seconds), ``IDEM_DELAY`` (seconds the view sleeps).
+table), ``IDEM_LEASE`` (seconds), ``IDEM_DELAY`` (seconds the view sleeps),
+``IDEM_DEFER=1`` (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
 ``create_app(IDEM_CATCH_ALL=True)`` adds an ``errorhandler(Exception)`` that
 answers 200, as some apps do.
 """
@@ -52,6 +53,7 @@ def create_app(**config: object) -> Flask:
         BAILING_IDEMPOTENCY_LEASE=float(os.environ.get("IDEM_LEASE", "600")),
         IDEM_DATABASE=os.environ.get("IDEM_DATABASE", ":memory:"),
         IDEM_DELAY=float(os.environ.get("IDEM_DELAY", "0")),
+        BAILING_IDEMPOTENCY_DEFER_COMPLETION=os.environ.get("IDEM_DEFER") == "1",
     )
     app.config.update(config)
     bailing = Bailing(app)

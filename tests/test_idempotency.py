@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -309,10 +310,12 @@ def _fire(hub: HubSimulator, request: HubRequest, n: int) -> list[int]:
         return [r.status for r in pool.map(lambda _: hub.replay(request), range(n))]
 
 
-def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp_path):
+@pytest.mark.parametrize("defer", ["0", "1"])
+def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp_path, defer):
     env = {"BAILING_TEST_SECRET": STRONG_SECRET,
            "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
-           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
+           "IDEM_DEFER": defer}
     base = gunicorn("tests.idem_app:create_app()", workers=4, env=env)
     hub = HubSimulator(base, STRONG_SECRET)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
@@ -323,10 +326,12 @@ def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp
     assert all(s < 500 for s in statuses)
 
 
+@pytest.mark.parametrize("defer", ["0", "1"])
 def test_50_concurrent_duplicates_across_two_app_processes_sharing_redis(gunicorn, tmp_path,
-                                                                       redis_server):
+                                                                       redis_server, defer):
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_STORE": redis_server.url,
-           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2"}
+           "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
+           "IDEM_DEFER": defer}
     first = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
     second = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
     request = first.build_call("refund_create", ARGS, subject="t1:u1")
@@ -374,3 +379,108 @@ def test_worker_killed_during_the_side_effect_is_uncertain_and_resolvable(gunico
     answered = hub.replay(request)
     assert answered.status == 201 and answered.json() == {"ok": True, "refund_id": 1}
     assert side_effects(env["IDEM_DATABASE"]) == 1
+
+
+# --- the request path's precomputed parts ---------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_reservation_tokens_are_unique_and_a_forked_worker_draws_new_ones():
+    from bailing_flask.idempotency import _TOKENS
+
+    tokens = {_TOKENS.next() for _ in range(1000)}
+    assert len(tokens) == 1000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next token and leave at once
+        try:
+            os.write(write, _TOKENS.next().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_token = os.read(read, 200).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent_token = _TOKENS.next()
+    assert child_token and child_token not in tokens
+    assert child_token.split("-")[0] != parent_token.split("-")[0]  # another random prefix
+
+
+def test_settings_changed_after_the_first_call_are_used(app, hub):
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    assert hub.replay(request).status == 201
+    app.config["BAILING_IDEMPOTENCY_RETENTION"] = 5
+    other = hub.build_call("refund_create", {**ARGS, "amount": 3}, subject="t1:u1")
+    started = time.time()
+    assert hub.replay(other).status == 201
+    entry = Bailing.state(app).idempotency.store().get(identity(other, "t1:u1"))
+    assert entry is not None and entry.expires_at <= started + 5 + 60
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_defer_completion_must_be_a_bool_and_nothing_runs_otherwise(tmp_path, value):
+    from bailing_flask.errors import ConfigurationError
+
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                     IDEM_DATABASE=str(tmp_path / "b.sqlite3"),
+                     BAILING_IDEMPOTENCY_DEFER_COMPLETION=value)
+    app.testing = True
+    hub = HubSimulator(app, STRONG_SECRET)
+    with pytest.raises(ConfigurationError, match="BAILING_IDEMPOTENCY_DEFER_COMPLETION"):
+        hub.call("refund_create", ARGS, subject="t1:u1")
+    assert rows(app) == 0
+
+
+def test_a_tool_compiled_again_gets_its_own_plan(app):
+    import dataclasses
+
+    idempotency = Bailing.state(app).idempotency
+    tool = next(t for t in Bailing.state(app).registry().tools if t.name == "refund_create")
+    plan = idempotency._plan(tool)
+    assert plan.applies and plan.tool is tool and idempotency._plan(tool) is plan
+    readonly = dataclasses.replace(tool, readonly=True)  # a registry rebuilt with other options
+    other = idempotency._plan(readonly)
+    assert other is not plan and other.tool is readonly and not other.applies
+
+
+# --- BAILING_IDEMPOTENCY_DEFER_COMPLETION: the same answers, one write per call ----------------
+
+
+@pytest.fixture
+def deferred_app(store_url, tmp_path):
+    return create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store_url,
+                      IDEM_DATABASE=str(tmp_path / "business.sqlite3"),
+                      BAILING_IDEMPOTENCY_DEFER_COMPLETION=True)
+
+
+def test_deferred_completions_answer_repeats_exactly_like_the_default(deferred_app):
+    app = deferred_app
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    first = hub.replay(request)
+    second = hub.replay(request)
+    assert first.status == 201 and REPLAY_HEADER not in first.headers
+    assert second.status == 201 and second.body == first.body
+    assert second.headers.get(REPLAY_HEADER) == "true"
+    refused = hub.build_call("refund_create", {**ARGS, "fail": 409}, subject="t1:u1")
+    assert hub.replay(refused).status == 409
+    assert hub.replay(refused).headers.get(REPLAY_HEADER) == "true"
+    broken = hub.build_call("refund_create", {**ARGS, "fail": 503}, subject="t1:u1")
+    assert hub.replay(broken).status == 503
+    assert hub.replay(broken).json()["reason"] == "idempotency_uncertain"
+    assert rows(app) == 1
+    store = Bailing.state(app).idempotency.store()
+    store.flush()
+    entry = store.get(identity(request, "t1:u1"))
+    assert entry is not None and entry.state == "completed" and entry.response.status == 201
+
+
+def test_deferred_completions_keep_concurrent_duplicates_to_one_run(deferred_app):
+    app = deferred_app
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    statuses = _fire(hub, request, 20)
+    assert rows(app) == 1
+    assert set(statuses) <= {201, 409}, statuses
+    Bailing.state(app).idempotency.store().flush()
+    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"

@@ -622,6 +622,344 @@ def test_threads_racing_for_one_key_get_one_reservation(store: IdempotencyStore)
     assert outcomes.count("sig") == 1
 
 
+# --- the request path: claim and complete_deferred ------------------------------------------
+
+
+def claim(store: IdempotencyStore, key: str, token: str, *, lease: float = LEASE,
+          retention: float = RETENTION, meta: EntryMeta = META) -> Reservation | None:
+    return store.claim(key, token=token, lease_seconds=lease, retention_seconds=retention,
+                       meta=meta)
+
+
+def test_claim_is_reserve_that_answers_none_to_the_owner(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    assert claim(store, "k1", "token-a") is None
+    entry = store.get("k1")
+    assert entry is not None
+    assert (entry.state, entry.token, entry.created_at) == ("in_progress", "token-a", T0)
+    assert (entry.lease_expires_at, entry.expires_at, entry.meta) == (T0 + LEASE, T0 + RETENTION,
+                                                                      META)
+    assert claim(store, "k1", "token-a") is None  # the owner again
+    held = claim(store, "k1", "token-b")
+    assert held is not None and held.outcome == "in_progress" and held.entry == entry
+    assert complete(store, "k1", "token-a", BINARY)
+    done = claim(store, "k1", "token-b")
+    assert done is not None and done.outcome == "completed"
+    assert done.entry.response == BINARY
+    assert claim(store, "k2", "token-c", lease=5) is None
+    clock.advance(5)
+    late = claim(store, "k2", "token-d")
+    assert late is not None and late.outcome == "uncertain" and late.entry.token == "token-c"
+    clock.advance(RETENTION)
+    assert claim(store, "k2", "token-e") is None  # a dead entry is as good as absent
+    assert store.get("k2").token == "token-e"  # type: ignore[union-attr]
+
+
+def test_claim_validates_like_reserve(store: IdempotencyStore) -> None:
+    for bad in ({"key": ""}, {"token": ""}, {"lease": 0.0}, {"lease": True}, {"lease": 5},
+                {"retention": float("nan")}, {"retention": -1.0}):
+        arguments: dict[str, Any] = {"key": "k1", "token": "token-a", **bad}
+        key, token = arguments.pop("key"), arguments.pop("token")
+        if bad == {"lease": 5}:  # an int is a number of seconds too
+            assert claim(store, key, token, **arguments) is None
+            continue
+        with pytest.raises(ValueError):
+            claim(store, key, token, **arguments)
+
+
+def test_complete_deferred_records_the_response(store: IdempotencyStore) -> None:
+    assert claim(store, "k1", "token-a") is None
+    assert store.complete_deferred("k1", token="token-a", response=BINARY,
+                                   retention_seconds=RETENTION) in (True, None)
+    store.flush()
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed" and entry.response == BINARY
+    assert store.complete_deferred("k1", token="token-b", response=OK,
+                                   retention_seconds=RETENTION) in (False, None)
+    store.flush()
+    assert store.get("k1").response == BINARY  # type: ignore[union-attr]
+    held = claim(store, "k1", "token-c")
+    assert held is not None and held.outcome == "completed"
+
+
+class _OutsideStore(IdempotencyStore):
+    """A store written outside the package: only the abstract methods, over a MemoryStore."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.inner = MemoryStore(clock=clock)
+
+    def reserve(self, key: str, **kw: Any) -> Reservation:
+        return self.inner.reserve(key, **kw)
+
+    def take_over(self, key: str, **kw: Any) -> bool:
+        return self.inner.take_over(key, **kw)
+
+    def complete(self, key: str, **kw: Any) -> bool:
+        return self.inner.complete(key, **kw)
+
+    def mark_uncertain(self, key: str, **kw: Any) -> bool:
+        return self.inner.mark_uncertain(key, **kw)
+
+    def release(self, key: str, **kw: Any) -> bool:
+        return self.inner.release(key, **kw)
+
+    def get(self, key: str) -> Entry | None:
+        return self.inner.get(key)
+
+    def list(self, **kw: Any) -> list[Entry]:
+        return self.inner.list(**kw)
+
+    def resolve(self, key: str, **kw: Any) -> bool:
+        return self.inner.resolve(key, **kw)
+
+    def cleanup(self, **kw: Any) -> int:
+        return self.inner.cleanup(**kw)
+
+    def remember_signature(self, signature: str, **kw: Any) -> bool:
+        return self.inner.remember_signature(signature, **kw)
+
+    def ping(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_store_from_outside_the_package_gets_the_request_path_methods(clock: Clock) -> None:
+    outside = _OutsideStore(clock)
+    assert claim(outside, "k1", "token-a") is None
+    held = claim(outside, "k1", "token-b")
+    assert held is not None and held.outcome == "in_progress"
+    assert outside.complete_deferred("k1", token="token-a", response=OK,
+                                     retention_seconds=RETENTION) is True
+    outside.flush()
+    done = claim(outside, "k1", "token-b")
+    assert done is not None and done.outcome == "completed" and done.entry.response == OK
+
+
+def test_the_unchecked_constructors_build_equal_records() -> None:
+    from bailing_flask.stores.base import _trusted_meta, _trusted_response
+
+    assert _trusted_meta("t", "j", None, "k") == EntryMeta("t", "j", None, "k")
+    assert _trusted_meta("t", "j", "s", None) == EntryMeta(tool="t", job_id="j", subject="s")
+    fast = _trusted_response(201, (("A", "1"),), b"x")
+    assert fast == StoredResponse(201, (("A", "1"),), b"x")
+    assert hash(fast) == hash(StoredResponse(201, (("A", "1"),), b"x"))
+    with pytest.raises(AttributeError):
+        fast.status = 200  # type: ignore[misc]
+
+
+# --- deferred completions: what they promise, and what a lost one leaves ----------------------
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def deferring(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """(kind, target, prefix) of a store that defers completions, for other processes."""
+    if request.param == "sqlite":
+        yield "sqlite", str(tmp_path / "idem.db"), ""
+    else:
+        yield "redis", request.getfixturevalue("redis_server").url, _prefix()
+
+
+def _open(kind: str, target: str, prefix: str, clock: Clock | None = None) -> IdempotencyStore:
+    kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
+    if kind == "sqlite":
+        return SQLiteStore(target, **kwargs)
+    return RedisStore(target, prefix=prefix, check_persistence=False, **kwargs)
+
+
+_CHILD = """
+import os, sys
+sys.path.insert(0, {root!r})
+from bailing_flask.stores import EntryMeta, RedisStore, SQLiteStore, StoredResponse
+kind, target, prefix, key, ending = sys.argv[1:]
+store = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix,
+                                                                check_persistence=False)
+assert store.claim(key, token="child", lease_seconds=30.0, retention_seconds=600.0,
+                   meta=EntryMeta(tool="refund_order")) is None
+store.complete_deferred(key, token="child", response=StoredResponse(201, (), b"done"),
+                        retention_seconds=600.0)
+if ending == "killed":
+    os.kill(os.getpid(), 9)  # SIGKILL: no atexit, no flush, as when a worker is killed
+sys.exit(0)  # a normal exit: the deferred completion is written on the way out
+"""
+
+
+def _child(kind: str, target: str, prefix: str, key: str, ending: str) -> int:
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", _CHILD.format(root=root), kind, target, prefix,
+                           key, ending], capture_output=True, text=True, timeout=60)
+    assert done.returncode in (0, -9), done.stderr
+    return done.returncode
+
+
+def test_a_deferred_completion_is_written_when_the_process_exits(
+    deferring: tuple[str, str, str]
+) -> None:
+    kind, target, prefix = deferring
+    assert _child(kind, target, prefix, "k-exit", "normally") == 0
+    store = _open(kind, target, prefix)
+    entry = store.get("k-exit")
+    assert entry is not None and entry.state == "completed"
+    assert entry.response == StoredResponse(201, (), b"done")
+    store.close()
+
+
+def test_a_deferred_completion_lost_with_its_process_leaves_the_call_uncertain(
+    deferring: tuple[str, str, str]
+) -> None:
+    kind, target, prefix = deferring
+    assert _child(kind, target, prefix, "k-killed", "killed") == -9
+    later = Clock(time.time() + 31)  # past the 30 s lease
+    store = _open(kind, target, prefix, later)
+    entry = store.get("k-killed")
+    assert entry is not None and entry.state == "in_progress" and entry.response is None
+    # never released, never completed: the repeat is refused as uncertain, and not run
+    held = claim(store, "k-killed", "repeat")
+    assert held is not None and held.outcome == "uncertain" and held.entry.token == "child"
+    store.close()
+
+
+def test_deferred_completions_travel_with_the_next_claim(store: IdempotencyStore) -> None:
+    for number in range(5):
+        assert claim(store, f"k{number}", "token-a") is None
+        store.complete_deferred(f"k{number}", token="token-a", response=OK,
+                                retention_seconds=RETENTION)
+    # the next claim (or a repeat) sees them all completed, in this process at once
+    held = claim(store, "k4", "token-b")
+    assert held is not None and held.outcome == "completed" and held.entry.response == OK
+    for number in range(4):
+        entry = store.get(f"k{number}")
+        assert entry is not None and entry.state == "completed"
+
+
+def test_sqlite_deferred_completions_share_the_next_claims_transaction(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "idem.db")
+    conn = store._connection()
+    writes: list[str] = []
+
+    def traced(sql: str) -> None:
+        head = sql.split(None, 1)[0].upper()
+        if head in ("COMMIT", "INSERT", "UPDATE") and not (head != "COMMIT" and conn.in_transaction):
+            writes.append(head)
+
+    conn.set_trace_callback(traced)
+    for number in range(20):
+        assert claim(store, f"k{number}", "token-a") is None
+        store.complete_deferred(f"k{number}", token="token-a", response=OK,
+                                retention_seconds=RETENTION)
+    assert len(writes) == 20  # one transaction per call: its claim and the previous completion
+    writes.clear()
+    for number in range(20, 30):
+        assert claim(store, f"k{number}", "token-a") is None
+        assert complete(store, f"k{number}", "token-a")
+    # without deferring: two per call (the last deferred completion rode with the first claim)
+    assert len(writes) == 2 * 10
+    store.close()
+
+
+def test_sqlite_checkpoints_run_in_the_background_not_in_a_request(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "idem.db")
+    ran_on: list[str] = []
+    real = store._checkpoint
+
+    def checkpoint() -> None:
+        ran_on.append(threading.current_thread().name)
+        real()
+
+    store._checkpoint_later._action = checkpoint
+    for number in range(250):
+        assert claim(store, f"k{number}", "token-a") is None
+        assert complete(store, f"k{number}", "token-a")
+    deadline = time.monotonic() + 10
+    while not ran_on and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran_on and set(ran_on) == {"bailing-sqlite-checkpoint"}
+    # SQLite's own checkpoint, inside a commit, is only the safety net far behind
+    assert store._connection().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10000
+    store.close()
+
+
+def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
+    redis_server: RedisServer, clock: Clock
+) -> None:
+    store = RedisStore(redis_server.url, clock=clock, prefix=_prefix(), check_persistence=False)
+    assert claim(store, "k1", "token-a") is None
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    sending = threading.Event()
+    release = threading.Event()
+    real_send = store._send
+
+    def slow_send(commands: list[Any]) -> list[Any]:
+        if any(b"bailing" in part or b"test-" in part for part in commands[0]) and len(commands) > 1:
+            sending.set()
+            release.wait(10)
+        return real_send(commands)
+
+    store._send = slow_send  # type: ignore[method-assign]
+    other = threading.Thread(target=lambda: claim(store, "k-other", "token-x"))
+    other.start()  # takes the completion of k1 along with its own claim, and is held up
+    assert sending.wait(10)
+    seen: list[Reservation | None] = []
+    repeat = threading.Thread(target=lambda: seen.append(claim(store, "k1", "token-b")))
+    repeat.start()
+    time.sleep(0.2)
+    assert seen == []  # waiting: the completion it repeats is on its way
+    release.set()
+    other.join(10)
+    repeat.join(10)
+    assert seen and seen[0] is not None and seen[0].outcome == "completed"
+    store.close()
+
+
+def test_a_forked_child_never_writes_its_parents_deferred_completions(tmp_path: Path) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork()")
+    store = SQLiteStore(tmp_path / "idem.db")
+    assert claim(store, "k1", "token-a") is None
+    store._pending._later._delay = 60.0  # keep it waiting in the parent
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, b"empty" if not store._pending else b"inherited")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 20)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"empty"
+    assert store._pending  # still the parent's to write
+    store.flush()
+    assert store.get("k1").state == "completed"  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_deferred_completion_that_cannot_be_written_is_given_up_and_logged(
+    redis_server_factory: Callable[[], RedisServer], clock: Clock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = redis_server_factory()
+    store = RedisStore(server.url, clock=clock, prefix=_prefix(), check_persistence=False)
+    assert claim(store, "k1", "token-a") is None
+    store._pending._later._delay = 60.0  # only the flushes below write
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    server.stop()
+    with caplog.at_level("ERROR", logger="bailing_flask"):
+        for _ in range(3):
+            store.flush()
+    assert "could not record the outcome of call k1" in caplog.text
+    assert not store._pending
+    store.close()
+
+
 # --- the rest of the API ---------------------------------------------------------------
 
 
@@ -780,6 +1118,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
     """One call of every store method, for the fault tests."""
     return {
         "reserve": lambda: reserve(store, "k-new", "t"),
+        "claim": lambda: claim(store, "k-new", "t"),
         "take_over": lambda: store.take_over(
             "k-new", old_token="t", new_token="u", lease_seconds=5
         ),

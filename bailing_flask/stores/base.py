@@ -34,18 +34,25 @@ backend but whose answer was lost can be repeated safely.
 
 from __future__ import annotations
 
-import builtins
+import atexit
 import base64
+import builtins
 import json
+import logging
 import math
+import os
+import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..errors import BailingError
 from .approvals import ApprovalRecord, ApprovalStatus
+
+logger = logging.getLogger("bailing_flask")
 
 __all__ = [
     "Clock",
@@ -107,6 +114,23 @@ class StoredResponse:
             object.__setattr__(self, "body", bytes(self.body))
 
 
+def _trusted_response(
+    status: int, headers: tuple[tuple[str, str], ...], body: bytes
+) -> StoredResponse:
+    """A :class:`StoredResponse` of values known to be right (Flask's own), unchecked.
+
+    For the request path: the checks of ``__post_init__`` are for values from
+    elsewhere (an operator, a script). Equal to ``StoredResponse(status,
+    headers, body)`` (a test says so).
+    """
+    response = object.__new__(StoredResponse)
+    fields = response.__dict__
+    fields["status"] = status
+    fields["headers"] = headers
+    fields["body"] = body
+    return response
+
+
 @dataclass(frozen=True)
 class EntryMeta:
     """What the entry is about, kept for operators reconciling uncertain calls.
@@ -122,6 +146,20 @@ class EntryMeta:
     job_id: str = ""
     subject: str | None = None
     unsigned_key: str | None = None
+
+
+def _trusted_meta(
+    tool: str, job_id: str, subject: str | None, unsigned_key: str | None
+) -> EntryMeta:
+    """``EntryMeta(tool, job_id, subject, unsigned_key)``, built without the frozen
+    dataclass's per-field ``object.__setattr__`` (the request path builds one per call)."""
+    meta = object.__new__(EntryMeta)
+    fields = meta.__dict__
+    fields["tool"] = tool
+    fields["job_id"] = job_id
+    fields["subject"] = subject
+    fields["unsigned_key"] = unsigned_key
+    return meta
 
 
 @dataclass(frozen=True)
@@ -234,6 +272,56 @@ class IdempotencyStore(ABC):
         visible to operators. Otherwise the existing entry is reported as
         ``"completed"``, ``"in_progress"`` or ``"uncertain"``. Reserving again
         with the token that already holds the entry answers ``"reserved"``.
+        """
+
+    def claim(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation | None:
+        """:meth:`reserve`, as the request path uses it: ``None`` when ``token`` now owns ``key``.
+
+        Otherwise the same :class:`Reservation` as :meth:`reserve` (``"completed"``,
+        ``"in_progress"`` or ``"uncertain"``, with the existing entry). One
+        round trip to the backend, like :meth:`reserve`; the built-in stores
+        answer the common case -- a new call -- without building an
+        :class:`Entry` for it. A store written outside the package inherits
+        this version, built on its :meth:`reserve`.
+        """
+        reservation = self.reserve(
+            key, token=token, lease_seconds=lease_seconds, retention_seconds=retention_seconds,
+            meta=meta,
+        )
+        return None if reservation.outcome == "reserved" else reservation
+
+    def complete_deferred(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool | None:
+        """:meth:`complete`, allowed to finish after it returns (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
+
+        The response has already been produced and the side effect has
+        happened; what may be deferred is only when the record of it is
+        written: the built-in SQLite and Redis stores queue it and write it
+        with the process's next claim (one transaction, one round trip), or
+        from a background thread a few milliseconds later, and at exit. A
+        completion that never arrives leaves the entry in progress, and it
+        turns *uncertain* when its lease runs out: a repeat is refused, never
+        run again. Answers like :meth:`complete`, or ``None`` when the outcome
+        is not known yet (the store then logs a failure itself). This version
+        simply calls :meth:`complete`.
+        """
+        return self.complete(key, token=token, response=response,
+                             retention_seconds=retention_seconds)
+
+    def flush(self) -> None:
+        """Write out every completion :meth:`complete_deferred` still holds, now.
+
+        Runs by itself at interpreter exit; a no-op for stores that defer
+        nothing.
         """
 
     @abstractmethod
@@ -380,14 +468,213 @@ class IdempotencyStore(ABC):
 # --- helpers shared by the backends -------------------------------------------
 
 
+class _Later:
+    """Run ``action`` about ``delay`` seconds after :meth:`soon`, in a daemon thread.
+
+    Calls of :meth:`soon` while a run is due share that run, and the run
+    covers everything done before it starts (the flag is cleared first). One
+    thread per object and process, started on first use; a forked child
+    starts its own (the parent's thread does not survive the fork), and at
+    interpreter exit a due run runs at once. ``action`` must not raise.
+    """
+
+    def __init__(self, action: Callable[[], None], delay: float, name: str) -> None:
+        self._action = action
+        self._delay = delay
+        self._name = name
+        self._due = False
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        _LATERS.add(self)
+
+    def soon(self) -> None:
+        if self._due:
+            return
+        self._due = True
+        self._wake.set()
+        with _LATERS_LOCK:  # against a thread that is just leaving because it was idle
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+
+    def run_now(self) -> None:
+        """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
+        if self._due:
+            self._due = False
+            try:
+                self._action()
+            except Exception:  # pragma: no cover - actions log their own failures
+                logger.exception("bailing: %s failed", self._name)
+
+    def _loop(self) -> None:
+        while True:
+            if not self._wake.wait(timeout=_IDLE_EXIT):
+                with _LATERS_LOCK:
+                    if not self._wake.is_set():
+                        self._thread = None  # idle: let the store be collected
+                        return
+            self._wake.clear()
+            time.sleep(self._delay)
+            self.run_now()
+
+    def _after_fork(self) -> None:
+        self._due = False
+        self._wake = threading.Event()
+        self._thread = None
+
+
+class _Completion(NamedTuple):
+    """A completion :meth:`IdempotencyStore.complete_deferred` has not written yet."""
+
+    key: str
+    token: str
+    #: the time it was asked for, by the store's clock: retention counts from here
+    now: float
+    retention: float
+    response: StoredResponse
+    attempts: int = 0
+
+
+class _Pending:
+    """Deferred completions of one store in this process, and who writes them when.
+
+    A store takes them (:meth:`take`) into its next write on the request path,
+    so they cost no round trip of their own; whatever nobody took is written by
+    ``write`` in a background thread ``delay`` seconds after it was added, and
+    at interpreter exit. ``write`` returns what could not be written, which is
+    tried again up to :data:`_MAX_ATTEMPTS` times and then given up (logged:
+    the call shows as uncertain when its lease runs out, as a completion that
+    never arrived always does). A forked child starts empty: what the parent
+    deferred is the parent's to write.
+    """
+
+    def __init__(self, write: Callable[[list[_Completion]], list[_Completion]], delay: float,
+                 name: str, where: str) -> None:
+        self._write = write
+        self._where = where
+        self._items: list[_Completion] = []
+        #: key -> how many takers are writing a completion of it right now
+        self._in_flight: dict[str, int] = {}
+        self._cond = threading.Condition(threading.Lock())
+        self._later = _Later(self._flush, delay, name)
+        _PENDINGS.add(self)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def add(self, item: _Completion) -> None:
+        with self._cond:
+            self._items.append(item)
+        self._later.soon()
+
+    def take(self) -> list[_Completion]:
+        """Everything waiting, now *in flight* until :meth:`landed` is called for it."""
+        with self._cond:
+            items, self._items = self._items, []
+            in_flight = self._in_flight
+            for item in items:
+                in_flight[item.key] = in_flight.get(item.key, 0) + 1
+        return items
+
+    def landed(self, items: list[_Completion]) -> None:
+        """The write that took ``items`` is over (whatever became of them)."""
+        if not items:
+            return
+        with self._cond:
+            in_flight = self._in_flight
+            for item in items:
+                left = in_flight.get(item.key, 1) - 1
+                if left > 0:
+                    in_flight[item.key] = left
+                else:
+                    in_flight.pop(item.key, None)
+            self._cond.notify_all()
+
+    def wait_landed(self, key: str, timeout: float) -> None:
+        """Wait while another thread's write carries a completion of ``key``.
+
+        So that a repeat in this process, sent on another connection, can never
+        overtake the completion of the call it repeats.
+        """
+        if self._in_flight and key in self._in_flight:
+            with self._cond:
+                self._cond.wait_for(lambda: key not in self._in_flight, timeout)
+
+    def put_back(self, items: list[_Completion]) -> None:
+        """Items a write could not settle: tried again later, or given up."""
+        kept = []
+        for item in items:
+            if item.attempts + 1 >= _MAX_ATTEMPTS:
+                logger.error("bailing: could not record the outcome of call %s in the "
+                             "idempotency store at %s; it will show as uncertain",
+                             item.key, self._where)
+            else:
+                kept.append(item._replace(attempts=item.attempts + 1))
+        if kept:
+            with self._cond:
+                self._items[:0] = kept
+            self._later.soon()
+
+    def flush(self) -> None:
+        """Write everything now (``IdempotencyStore.flush``)."""
+        self._later.run_now()
+        self._flush()
+
+    def _flush(self) -> None:
+        items = self.take()
+        if items:
+            try:
+                self.put_back(self._write(items))
+            finally:
+                self.landed(items)
+
+    def _after_fork(self) -> None:
+        self._items = []
+        self._in_flight = {}
+        self._cond = threading.Condition(threading.Lock())
+
+
+_MAX_ATTEMPTS = 3
+_PENDINGS: weakref.WeakSet[_Pending] = weakref.WeakSet()
+_IDLE_EXIT = 30.0
+_LATERS: weakref.WeakSet[_Later] = weakref.WeakSet()
+_LATERS_LOCK = threading.Lock()
+
+
+def _run_due_laters() -> None:
+    for later in list(_LATERS):
+        later.run_now()
+
+
+def _reset_laters_in_child() -> None:
+    global _LATERS_LOCK
+    _LATERS_LOCK = threading.Lock()
+    for later in list(_LATERS):
+        later._after_fork()
+    for pending in list(_PENDINGS):
+        pending._after_fork()
+
+
+atexit.register(_run_due_laters)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_laters_in_child)
+
+
 def _check_key(value: str, name: str = "key") -> str:
+    if value.__class__ is str and value:
+        return value
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string.")
     return value
 
 
+_INF = math.inf
+
+
 def _check_seconds(value: float, name: str) -> float:
     """A positive, finite duration; ``bool`` is refused although it is an ``int``."""
+    if value.__class__ is float and 0.0 < value < _INF:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number of seconds.")
     if not math.isfinite(value) or value <= 0:
@@ -418,7 +705,21 @@ def _matches(entry: Entry, state: ListState | None, now: float) -> bool:
     return state is None or _outcome(entry, now) == state
 
 
+#: ``json.dumps`` of one string (``ensure_ascii``), the C function ``json`` itself uses
+_json_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
 def _encode_meta(meta: EntryMeta) -> str:
+    """The meta as compact JSON; exactly ``json.dumps`` of its four fields, built directly."""
+    tool, job_id, subject, unsigned_key = meta.tool, meta.job_id, meta.subject, meta.unsigned_key
+    if (tool.__class__ is str and job_id.__class__ is str
+            and (subject is None or subject.__class__ is str)
+            and (unsigned_key is None or unsigned_key.__class__ is str)):
+        return '{"tool":%s,"job_id":%s,"subject":%s,"unsigned_key":%s}' % (
+            _json_str(tool), _json_str(job_id),
+            "null" if subject is None else _json_str(subject),
+            "null" if unsigned_key is None else _json_str(unsigned_key),
+        )
     return json.dumps(
         {
             "tool": meta.tool,
@@ -442,7 +743,12 @@ def _decode_meta(text: str | bytes) -> EntryMeta:
 
 def _encode_headers(headers: Iterable[tuple[str, str]]) -> str:
     # JSON escapes every non-ASCII character, so any header value round-trips.
-    return json.dumps([[name, value] for name, value in headers], separators=(",", ":"))
+    try:
+        return "[" + ",".join(
+            ["[" + _json_str(name) + "," + _json_str(value) + "]" for name, value in headers]
+        ) + "]"
+    except TypeError:  # not str (a store used directly with other values): let json say
+        return json.dumps([[name, value] for name, value in headers], separators=(",", ":"))
 
 
 def _decode_headers(text: str | bytes) -> tuple[tuple[str, str], ...]:

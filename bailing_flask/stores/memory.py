@@ -4,6 +4,9 @@ It forgets everything on restart and is invisible to other worker
 processes, so a pre-fork server with several workers would run a repeated
 side effect once per worker: use :class:`~bailing_flask.stores.SQLiteStore`
 there. One lock guards everything; every operation is a few dict lookups.
+Entries are kept as small mutable lists and handed out as frozen
+:class:`~bailing_flask.stores.Entry` snapshots only when someone asks to
+read one, so the request path (a claim and a completion) builds no records.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import dataclasses
 import threading
 import time
 from itertools import islice
+from typing import Any
 
 from .approvals import ApprovalRecord, ApprovalStatus, check_approval_id, check_decision, retention
 from .base import (
@@ -22,17 +26,57 @@ from .base import (
     EntryMeta,
     IdempotencyStore,
     ListState,
+    Outcome,
     Reservation,
     StoredResponse,
+    _INF,
     _check_key,
     _check_limit,
     _check_seconds,
     _check_state,
-    _matches,
-    _outcome,
+    _trusted_meta,
+    _trusted_response,
 )
 
 __all__ = ["MemoryStore"]
+
+
+# One entry is one flat tuple of strings, numbers and None (the headers a tuple of pairs):
+# (state, token, created_at, lease_expires_at, expires_at,
+#  tool, job_id, subject, unsigned_key, status, headers, body, note)
+# Nothing in it is a container the garbage collector must follow, so CPython stops tracking
+# each record after its first collection (frozen dataclasses with their __dict__ would be
+# scanned by every full collection for as long as the store keeps them), and a record is
+# about half the memory of an Entry with its EntryMeta and StoredResponse.
+(_STATE, _TOKEN, _CREATED, _LEASE, _EXPIRES, _TOOL, _JOB, _SUBJECT, _UNSIGNED, _STATUS,
+ _HEADERS, _BODY, _NOTE) = range(13)
+Record = tuple[Any, ...]
+
+
+def _snapshot(key: str, r: Record) -> Entry:
+    status = r[_STATUS]
+    return Entry(key, r[_STATE], r[_TOKEN], r[_CREATED], r[_LEASE], r[_EXPIRES],
+                 _trusted_meta(r[_TOOL], r[_JOB], r[_SUBJECT], r[_UNSIGNED]),
+                 None if status is None else _trusted_response(status, r[_HEADERS], r[_BODY]),
+                 r[_NOTE])
+
+
+def _record_outcome(record: Record, now: float) -> Outcome:
+    if record[_STATE] == "completed":
+        return "completed"
+    return "uncertain" if now >= record[_LEASE] else "in_progress"
+
+
+def _changed(r: Record, **fields: Any) -> Record:
+    """``r`` with some fields replaced (the rare paths; the request path builds tuples itself)."""
+    values = list(r)
+    for name, value in fields.items():
+        values[_FIELD[name]] = value
+    return tuple(values)
+
+
+_FIELD = {"state": _STATE, "token": _TOKEN, "lease_expires_at": _LEASE, "expires_at": _EXPIRES,
+          "status": _STATUS, "headers": _HEADERS, "body": _BODY, "note": _NOTE}
 
 
 class MemoryStore(IdempotencyStore):
@@ -43,7 +87,7 @@ class MemoryStore(IdempotencyStore):
 
     def __init__(self, *, clock: Clock = time.time) -> None:
         super().__init__(clock=clock)
-        self._entries: dict[str, Entry] = {}
+        self._entries: dict[str, Record] = {}
         self._signatures: dict[str, float] = {}
         self._approvals: dict[int, ApprovalRecord] = {}
         self._lock = threading.Lock()
@@ -51,12 +95,12 @@ class MemoryStore(IdempotencyStore):
     def __repr__(self) -> str:
         return "MemoryStore()"
 
-    def _live(self, key: str, now: float) -> Entry | None:
-        """The live entry for ``key``; the caller holds the lock."""
-        entry = self._entries.get(key)
-        if entry is None or entry.expires_at <= now:
+    def _live(self, key: str, now: float) -> Record | None:
+        """The live record for ``key``; the caller holds the lock."""
+        record = self._entries.get(key)
+        if record is None or record[_EXPIRES] <= now:
             return None
-        return entry
+        return record
 
     def reserve(
         self,
@@ -73,22 +117,47 @@ class MemoryStore(IdempotencyStore):
         retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
-            entry = self._live(key, now)
-            if entry is not None:
-                if entry.state == "in_progress" and entry.token == token:
-                    return Reservation("reserved", entry)
-                return Reservation(_outcome(entry, now), entry)
-            entry = Entry(
-                key=key,
-                state="in_progress",
-                token=token,
-                created_at=now,
-                lease_expires_at=now + lease,
-                expires_at=now + max(lease, retention),
-                meta=meta,
+            record = self._live(key, now)
+            if record is not None:
+                if record[_STATE] == "in_progress" and record[_TOKEN] == token:
+                    return Reservation("reserved", _snapshot(key, record))
+                return Reservation(_record_outcome(record, now), _snapshot(key, record))
+            record = ("in_progress", token, now, now + lease, now + max(lease, retention),
+                      meta.tool, meta.job_id, meta.subject, meta.unsigned_key, None, None, None,
+                      None)
+            self._entries[key] = record
+            return Reservation("reserved", _snapshot(key, record))
+
+    def claim(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation | None:
+        lease, retention = lease_seconds, retention_seconds
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease.__class__ is float and 0.0 < lease < _INF
+                and retention.__class__ is float and 0.0 < retention < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            lease = _check_seconds(lease_seconds, "lease_seconds")
+            retention = _check_seconds(retention_seconds, "retention_seconds")
+        with self._lock:
+            now = self.clock()
+            record = self._entries.get(key)
+            if record is not None and record[_EXPIRES] > now:
+                if record[_STATE] == "in_progress" and record[_TOKEN] == token:
+                    return None
+                return Reservation(_record_outcome(record, now), _snapshot(key, record))
+            self._entries[key] = (
+                "in_progress", token, now, now + lease,
+                now + (lease if lease > retention else retention),
+                meta.tool, meta.job_id, meta.subject, meta.unsigned_key, None, None, None, None,
             )
-            self._entries[key] = entry
-            return Reservation("reserved", entry)
+            return None
 
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
@@ -98,38 +167,37 @@ class MemoryStore(IdempotencyStore):
         lease = _check_seconds(lease_seconds, "lease_seconds")
         with self._lock:
             now = self.clock()
-            entry = self._live(key, now)
-            if entry is None or entry.state != "in_progress":
+            record = self._live(key, now)
+            if record is None or record[_STATE] != "in_progress":
                 return False
-            if entry.token == new_token:
+            if record[_TOKEN] == new_token:
                 return True
-            if entry.token != old_token:
+            if record[_TOKEN] != old_token:
                 return False
-            self._entries[key] = dataclasses.replace(
-                entry,
-                token=new_token,
-                lease_expires_at=now + lease,
-                expires_at=max(entry.expires_at, now + lease),
-            )
+            self._entries[key] = _changed(record, token=new_token, lease_expires_at=now + lease,
+                                          expires_at=max(record[_EXPIRES], now + lease))
             return True
 
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(token, "token")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
+        retention = retention_seconds
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention.__class__ is float and 0.0 < retention < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
-            entry = self._live(key, now)
-            if entry is None or entry.token != token:
+            record = self._entries.get(key)
+            if record is None or record[_EXPIRES] <= now or record[_TOKEN] != token:
                 return False
-            if entry.state == "completed":
+            if record[_STATE] == "completed":
                 return True
-            # built directly: dataclasses.replace introspects the fields on every call
-            self._entries[key] = Entry(
-                entry.key, "completed", entry.token, entry.created_at, entry.lease_expires_at,
-                now + retention, entry.meta, response, entry.note,
+            self._entries[key] = (
+                "completed", token, record[_CREATED], record[_LEASE], now + retention,
+                record[_TOOL], record[_JOB], record[_SUBJECT], record[_UNSIGNED],
+                response.status, response.headers, response.body, record[_NOTE],
             )
             return True
 
@@ -137,19 +205,18 @@ class MemoryStore(IdempotencyStore):
         _check_key(key)
         with self._lock:
             now = self.clock()
-            entry = self._live(key, now)
-            if entry is None or entry.state != "in_progress" or entry.token != token:
+            record = self._live(key, now)
+            if record is None or record[_STATE] != "in_progress" or record[_TOKEN] != token:
                 return False
-            self._entries[key] = dataclasses.replace(
-                entry, lease_expires_at=min(entry.lease_expires_at, now), note=note
-            )
+            self._entries[key] = _changed(record, lease_expires_at=min(record[_LEASE], now),
+                                          note=note)
             return True
 
     def release(self, key: str, *, token: str) -> bool:
         _check_key(key)
         with self._lock:
-            entry = self._live(key, self.clock())
-            if entry is None or entry.state != "in_progress" or entry.token != token:
+            record = self._live(key, self.clock())
+            if record is None or record[_STATE] != "in_progress" or record[_TOKEN] != token:
                 return False
             del self._entries[key]
             return True
@@ -157,7 +224,8 @@ class MemoryStore(IdempotencyStore):
     def get(self, key: str) -> Entry | None:
         _check_key(key)
         with self._lock:
-            return self._live(key, self.clock())
+            record = self._live(key, self.clock())
+            return None if record is None else _snapshot(key, record)
 
     def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         _check_state(state)
@@ -165,9 +233,10 @@ class MemoryStore(IdempotencyStore):
         with self._lock:
             now = self.clock()
             entries = [
-                entry
-                for entry in self._entries.values()
-                if entry.expires_at > now and _matches(entry, state, now)
+                _snapshot(key, record)
+                for key, record in self._entries.items()
+                if record[_EXPIRES] > now
+                and (state is None or _record_outcome(record, now) == state)
             ]
         entries.sort(key=lambda entry: (entry.created_at, entry.key))
         return entries[:limit]
@@ -184,19 +253,15 @@ class MemoryStore(IdempotencyStore):
         retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
-            entry = self._live(key, now)
-            if entry is None:
+            record = self._live(key, now)
+            if record is None:
                 return False
             if response is None:
                 del self._entries[key]
             else:
-                self._entries[key] = dataclasses.replace(
-                    entry,
-                    state="completed",
-                    token=RESOLVED_TOKEN,
-                    response=response,
-                    note=note,
-                    expires_at=now + retention,
+                self._entries[key] = _changed(
+                    record, state="completed", token=RESOLVED_TOKEN, expires_at=now + retention,
+                    status=response.status, headers=response.headers, body=response.body, note=note,
                 )
             return True
 
@@ -205,7 +270,7 @@ class MemoryStore(IdempotencyStore):
         with self._lock:
             now = self.clock()
             dead_entries = list(
-                islice((k for k, e in self._entries.items() if e.expires_at <= now), limit)
+                islice((k for k, r in self._entries.items() if r[_EXPIRES] <= now), limit)
             )
             for key in dead_entries:
                 del self._entries[key]

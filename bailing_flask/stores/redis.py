@@ -33,6 +33,7 @@ from __future__ import annotations
 import builtins
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -52,6 +53,7 @@ from .approvals import (
     retention,
 )
 from .base import (
+    _INF,
     RESOLVED_TOKEN,
     Clock,
     Entry,
@@ -65,12 +67,14 @@ from .base import (
     _check_limit,
     _check_seconds,
     _check_state,
+    _Completion,
     _decode_headers,
     _decode_meta,
     _encode_headers,
     _encode_meta,
     _matches,
     _outcome,
+    _Pending,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,6 +86,8 @@ logger = logging.getLogger("bailing_flask")
 
 #: Seconds to wait for a connection or an answer before StoreUnavailable.
 SOCKET_TIMEOUT = 2.0
+#: seconds a deferred completion waits for a command to travel with
+_DEFER_DELAY = 0.005
 _SCAN_COUNT = 500
 
 # Times travel as Python ``repr(float)`` strings; Lua compares them as
@@ -100,6 +106,26 @@ redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
   'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, redis.call('HGETALL', KEYS[1])}
+"""
+
+# The request path's version of _RESERVE: 1 when the key was claimed for ARGV[2] now,
+# 2 when ARGV[2] already held it, else the live entry (HGETALL); a new key costs no reply
+# to parse and no DEL.
+_CLAIM = """
+local now = tonumber(ARGV[1])
+local exp = redis.call('HGET', KEYS[1], 'expires_at')
+if exp then
+  if tonumber(exp) > now then
+    local fields = redis.call('HMGET', KEYS[1], 'state', 'token')
+    if fields[1] == 'in_progress' and fields[2] == ARGV[2] then return 2 end
+    return redis.call('HGETALL', KEYS[1])
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
+  'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
 """
 
 _TAKE_OVER = """
@@ -272,6 +298,19 @@ def _describe_client(client: Any) -> str:
     return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
+def _pack(commands: list[tuple[bytes, ...]]) -> bytes:
+    """Commands of byte strings in RESP, the way redis-py packs them (but without its
+    per-argument encoder: every argument here is bytes already)."""
+    out = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            out.append(b"$%d\r\n" % len(arg))
+            out.append(arg)
+            out.append(b"\r\n")
+    return b"".join(out)
+
+
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8")
 
@@ -360,6 +399,20 @@ class RedisStore(IdempotencyStore):
         self._entry_ns = f"{prefix}idem:"
         self._signature_ns = f"{prefix}sig:"
         self._cleanup_cursor = 0
+        self._response_error: type[BaseException] = redis.exceptions.ResponseError
+        self._no_script: type[BaseException] = redis.exceptions.NoScriptError
+        self._connection_error: type[BaseException] = redis.exceptions.ConnectionError
+        self._local = threading.local()
+        #: connections this store holds, one per thread: id -> (pid, thread, connection)
+        self._held: dict[int, tuple[int, threading.Thread, Any]] = {}
+        self._generation = 0
+        self._pending = _Pending(self._write_pending, _DEFER_DELAY, "bailing-redis-completions",
+                                 self.display)
+        encoder = client.connection_pool.get_encoder()
+        #: how the client turns str arguments into bytes (the request path packs its own)
+        self._encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)
+        self._entry_ns_bytes = self._entry_ns.encode(*self._encoding)
+        self._claim_script = client.register_script(_CLAIM)
         self._reserve = client.register_script(_RESERVE)
         self._take_over = client.register_script(_TAKE_OVER)
         self._complete = client.register_script(_COMPLETE)
@@ -498,6 +551,194 @@ class RedisStore(IdempotencyStore):
             if cursor == 0:
                 return
 
+    # -- the request path: one connection per thread, one round trip per call -------
+
+    def _conn(self) -> Any:
+        """This thread's connection, checked out of the client's pool and kept.
+
+        The pool's own checkout (a lock, a poll of the socket, bookkeeping) costs
+        more than the command it prepares; a connection per thread needs none
+        of it. Dropped on fork (never used in a child), given back by
+        :meth:`close` and when its thread has ended.
+        """
+        local = self._local
+        pid = os.getpid()
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.pid == pid and local.generation == self._generation:
+            return conn
+        self._release_dead_threads(pid)
+        pool = self._client.connection_pool
+        try:
+            conn = pool.get_connection()
+        except TypeError:  # pragma: no cover - redis-py before 5.3 wants a command name
+            conn = pool.get_connection("EVALSHA")
+        self._held[id(conn)] = (pid, threading.current_thread(), conn)
+        local.conn, local.pid, local.generation = conn, pid, self._generation
+        return conn
+
+    def _release_dead_threads(self, pid: int) -> None:
+        pool = self._client.connection_pool
+        for ident, (owner, thread, conn) in list(self._held.items()):
+            if owner == pid and not thread.is_alive() and self._held.pop(ident, None) is not None:
+                pool.release(conn)
+
+    def _run(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` together and read every reply: one round trip.
+
+        An error reply is returned in its place (the connection stays in step);
+        the client's retry policy applies to connection failures, as for any
+        command of that client; scripts the server lost (a restart) are loaded
+        and the whole batch sent again, which is safe: every script repeats
+        harmlessly for the token that already ran it.
+        """
+        if self._persistence_pending:
+            self._check_persistence_once()
+        for _attempt in range(2):
+            replies = self._send(commands)
+            if not any(isinstance(reply, self._no_script) for reply in replies):
+                return replies
+            for script in self._scripts_of(commands):
+                script.sha = self._client.script_load(script.script)
+        return replies
+
+    def _send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        conn = self._conn()
+        packed = _pack(commands)
+        count = len(commands)
+        response_error = self._response_error
+        connection_error = self._connection_error
+
+        def attempt() -> list[Any]:
+            try:
+                stale = conn.can_read()
+            except connection_error:  # closed by the server: a restart
+                stale = True
+            if stale:
+                # readable while idle: nothing of ours was sent on it since, so reconnecting
+                # first is safe (the pool does the same before it hands a connection out)
+                conn.disconnect()
+            conn.send_packed_command([packed], check_health=False)
+            replies = []
+            for _ in range(count):
+                try:
+                    replies.append(conn.read_response())
+                except response_error as exc:
+                    replies.append(exc)
+            return replies
+
+        try:
+            return conn.retry.call_with_retry(attempt, lambda _error: conn.disconnect())  # type: ignore[no-any-return]
+        except BaseException:
+            conn.disconnect()  # never leave replies unread on a kept connection
+            raise
+
+    def _scripts_of(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        shas = {command[1] for command in commands}
+        return [script for script in (self._claim_script, self._complete)
+                if script.sha.encode("ascii") in shas]
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
+        )
+
+    def _claim_command(
+        self, key: str, token: str, lease_seconds: float, retention_seconds: float,
+        meta: EntryMeta,
+    ) -> tuple[float, tuple[bytes, ...]]:
+        lease, retention = lease_seconds, retention_seconds
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease.__class__ is float and 0.0 < lease < _INF
+                and retention.__class__ is float and 0.0 < retention < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            lease = _check_seconds(lease_seconds, "lease_seconds")
+            retention = _check_seconds(retention_seconds, "retention_seconds")
+        now = self.clock()
+        keep = lease if lease > retention else retention
+        encoding, errors = self._encoding
+        return now, (
+            b"EVALSHA", self._claim_script.sha.encode("ascii"), b"1",
+            self._entry_ns_bytes + key.encode(encoding, errors), repr(now).encode(),
+            token.encode(encoding, errors), repr(now + lease).encode(),
+            repr(now + keep).encode(), b"%d" % _millis(keep), _encode_meta(meta).encode(),
+        )
+
+    def _complete_command(self, item: _Completion) -> tuple[bytes, ...]:
+        response = item.response
+        encoding, errors = self._encoding
+        return (
+            b"EVALSHA", self._complete.sha.encode("ascii"), b"1",
+            self._entry_ns_bytes + item.key.encode(encoding, errors), repr(item.now).encode(),
+            item.token.encode(encoding, errors), repr(item.now + item.retention).encode(),
+            b"%d" % _millis(item.retention), b"%d" % response.status,
+            _encode_headers(response.headers).encode(), response.body,
+        )
+
+    def _with_pending(self, key: str, command: tuple[Any, ...]) -> Any:
+        """Send ``command`` with the deferred completions waiting; its reply.
+
+        A completion of ``key`` taken by another thread is waited for first, so
+        it always reaches the server before this command does.
+        """
+        pending = self._pending
+        pending.wait_landed(key, 2 * SOCKET_TIMEOUT)
+        taken = pending.take() if pending else []
+        try:
+            replies = self._run([self._complete_command(item) for item in taken] + [command])
+        except self._errors_caught as exc:
+            pending.put_back(taken)
+            pending.landed(taken)
+            raise self._unavailable(exc) from exc
+        except BaseException:
+            pending.put_back(taken)
+            pending.landed(taken)
+            raise
+        if taken:
+            pending.put_back(self._settle(taken, replies))
+            pending.landed(taken)
+        reply = replies[-1]
+        if isinstance(reply, BaseException):
+            raise self._unavailable(reply) from reply
+        return reply
+
+    def _settle(self, items: list[_Completion], replies: list[Any]) -> list[_Completion]:
+        """Log the completions the server refused; those that failed, to try again."""
+        failed = []
+        for item, reply in zip(items, replies):
+            if isinstance(reply, BaseException):
+                failed.append(item)
+            elif not reply:
+                logger.error("bailing: call %s was resolved or taken over while it ran; its "
+                             "deferred completion was not recorded", item.key)
+        return failed
+
+    def _write_pending(self, items: list[_Completion]) -> list[_Completion]:
+        """The background write of completions no command took along; those to try again."""
+        try:
+            replies = self._run([self._complete_command(item) for item in items])
+        except self._errors_caught as exc:
+            logger.warning("bailing: deferred completions not written yet: %s", exc)
+            return items
+        return self._settle(items, replies)
+
+    def claim(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation | None:
+        """One script, one round trip (with any deferred completions in the same batch)."""
+        now, command = self._claim_command(key, token, lease_seconds, retention_seconds, meta)
+        reply = self._with_pending(key, command)
+        if not isinstance(reply, list):  # 1: claimed now, 2: this token held it already
+            return None
+        entry = _entry_from_hash(key, _pairs(reply))
+        return Reservation(_outcome(entry, now), entry)
+
     def reserve(
         self,
         key: str,
@@ -507,26 +748,23 @@ class RedisStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        _check_key(key)
-        _check_key(token, "token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
-        now = self.clock()
-        keep = max(lease, retention)
-        with self._errors():
-            won, flat = self._reserve(
-                keys=[self._key(key)],
-                args=[
-                    _num(now),
-                    token,
-                    _num(now + lease),
-                    _num(now + keep),
-                    _millis(keep),
-                    _encode_meta(meta),
-                ],
-            )
-        entry = _entry_from_hash(key, _pairs(flat))
-        return Reservation("reserved" if won else _outcome(entry, now), entry)
+        for _attempt in range(10):
+            now, command = self._claim_command(key, token, lease_seconds, retention_seconds, meta)
+            reply = self._with_pending(key, command)
+            if isinstance(reply, list):
+                entry = _entry_from_hash(key, _pairs(reply))
+                return Reservation(_outcome(entry, now), entry)
+            if reply == 1:
+                lease = float(lease_seconds)
+                return Reservation("reserved", Entry(
+                    key, "in_progress", token, now, now + lease,
+                    now + max(lease, float(retention_seconds)), meta,
+                ))
+            held = self.get(key)  # this token held it already: report the entry as it is
+            if held is not None:
+                return Reservation("reserved", held)
+        raise StoreUnavailable(f"Redis store at {self.display} is unavailable: the entry "
+                               f"{key!r} kept changing while it was being reserved")
 
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
@@ -546,25 +784,38 @@ class RedisStore(IdempotencyStore):
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(token, "token")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
-        now = self.clock()
-        with self._errors():
-            return bool(
-                self._complete(
-                    keys=[self._key(key)],
-                    args=[
-                        _num(now),
-                        token,
-                        _num(now + retention),
-                        _millis(retention),
-                        response.status,
-                        _encode_headers(response.headers),
-                        response.body,
-                    ],
-                )
-            )
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
+        item = _Completion(key, token, self.clock(), retention_seconds, response)
+        return bool(self._with_pending(key, self._complete_command(item)))
+
+    def complete_deferred(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool | None:
+        """Queue the completion; it travels with this process's next command.
+
+        No round trip of its own: the next claim (or any command) of this
+        process sends it in the same batch, ahead of itself, and a background
+        thread sends whatever is still waiting a few milliseconds later, and at
+        interpreter exit. Until it arrives, a repeat from another process gets
+        ``409 idempotency_in_progress``; if this process is killed first, the
+        completion is lost and the call turns uncertain when its lease runs out
+        -- never run twice.
+        """
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
+        self._pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
+        return None
+
+    def flush(self) -> None:
+        """Send the completions :meth:`complete_deferred` still holds, now."""
+        self._pending.flush()
 
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         _check_key(key)
@@ -694,6 +945,16 @@ class RedisStore(IdempotencyStore):
 
         A client passed in belongs to the caller and is left open.
         """
+        try:
+            self._pending.flush()
+        except Exception:  # pragma: no cover - flush logs its own failures
+            logger.warning("bailing: deferred completions not written at close", exc_info=True)
+        pid = os.getpid()
+        self._generation += 1
+        pool = self._client.connection_pool
+        for ident, (owner, _thread, conn) in list(self._held.items()):
+            if owner == pid and self._held.pop(ident, None) is not None:
+                pool.release(conn)
         if self._owns_client:
             with self._unchecked_errors():
                 self._client.close()

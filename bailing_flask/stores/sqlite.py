@@ -7,16 +7,25 @@ Why SQLite and how it is used:
 * WAL mode lets readers (replays answered from the store) proceed while a
   writer commits, and the busy timeout makes concurrent writers queue
   instead of failing;
-* every reservation runs in ``BEGIN IMMEDIATE``: the write lock is taken
-  before the key is looked at, so of any number of processes reserving the
-  same key exactly one inserts it;
+* every reservation is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE``
+  statement (the entry there is dead): a write statement takes the write
+  lock before it looks at the key, so of any number of processes reserving
+  the same key exactly one writes it; a completion is one ``UPDATE``
+  guarded by the token. One statement each, so a call is two short
+  transactions (one, when completions are deferred: see below);
 * connections are per thread and per process. A connection must never cross
   ``fork()`` (SQLite's own rule), so a store created before a pre-fork
   server forks opens fresh connections in each worker; the inherited ones
   are left untouched, because closing them in the child could disturb the
   parent's file locks;
-* synchronous writes stay at SQLite's default (``FULL``): losing the record
-  of a completed side effect on power loss would allow running it twice.
+* synchronous writes stay at SQLite's default (``FULL``): a reservation is
+  on the disk before the side effect runs. That is the write at-most-once
+  rests on: a reservation lost to a power cut would let a retry run the call
+  again. A lost *completion* cannot do that (the reservation remains, and
+  turns uncertain), so with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` the
+  completion is not committed on its own but with the process's next
+  reservation, in the same transaction and the same flush (or by a
+  background thread a few milliseconds later): one flush per call.
 
 The file's parent directory and the schema are created on first use, not
 when the store object is built, so configuring an app touches no disk.
@@ -25,6 +34,7 @@ when the store object is built, so configuring an app touches no disk.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import sqlite3
 import threading
@@ -44,6 +54,7 @@ from .approvals import (
     retention,
 )
 from .base import (
+    _INF,
     RESOLVED_TOKEN,
     Clock,
     Entry,
@@ -61,10 +72,22 @@ from .base import (
     _decode_meta,
     _encode_headers,
     _encode_meta,
+    _Completion,
+    _Later,
     _outcome,
+    _Pending,
 )
 
 __all__ = ["SQLiteStore"]
+
+logger = logging.getLogger("bailing_flask")
+
+#: seconds a deferred completion waits for a claim to take it along
+_DEFER_DELAY = 0.005
+#: commits of this process between two background checkpoints (a call writes 4-7 pages)
+_CHECKPOINT_EVERY = 200
+#: SQLite's own checkpoint, inside a commit, only if the background ones fall this far behind
+_AUTOCHECKPOINT_PAGES = 10000
 
 #: Bumped when the tables change, so a later version can migrate old files.
 _SCHEMA_VERSION = 1
@@ -121,6 +144,26 @@ _APPROVAL_COLUMNS = (
 _COLUMNS = (
     "key, state, token, created_at, lease_expires_at, expires_at, meta, "
     "status, headers, body, note"
+)
+
+#: claim a key: insert it, or take over a dead entry of the same key (``?3`` is now);
+#: a live entry makes the WHERE false and nothing is written
+_CLAIM = (
+    "INSERT INTO bailing_idempotency "
+    "(key, state, token, created_at, lease_expires_at, expires_at, meta) "
+    "VALUES (?1, 'in_progress', ?2, ?3, ?4, ?5, ?6) "
+    "ON CONFLICT (key) DO UPDATE SET state = 'in_progress', token = excluded.token, "
+    "created_at = excluded.created_at, lease_expires_at = excluded.lease_expires_at, "
+    "expires_at = excluded.expires_at, meta = excluded.meta, status = NULL, headers = NULL, "
+    "body = NULL, note = NULL "
+    "WHERE bailing_idempotency.expires_at <= ?3"
+)
+
+#: record the response of a live in-progress entry still owned by the token
+_COMPLETE = (
+    "UPDATE bailing_idempotency SET state = 'completed', expires_at = ?, status = ?, "
+    "headers = ?, body = ? WHERE key = ? AND token = ? AND state = 'in_progress' "
+    "AND expires_at > ?"
 )
 
 _LIST_FILTERS: dict[ListState | None, str] = {
@@ -189,6 +232,11 @@ class SQLiteStore(IdempotencyStore):
         #: Incremented by ``close`` so that threads drop their closed connections.
         self._generation = 0
         self._schema_ready = False
+        self._writes = 0
+        self._checkpoint_later = _Later(self._checkpoint, 0.0, "bailing-sqlite-checkpoint")
+        #: completions deferred by complete_deferred(), written with the next claim
+        self._pending = _Pending(self._write_pending, _DEFER_DELAY, "bailing-sqlite-completions",
+                                 self.path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -221,11 +269,34 @@ class SQLiteStore(IdempotencyStore):
             if not self._schema_ready:
                 self._create_schema(conn)
                 self._schema_ready = True
+            # checkpoints run in the background (see _wrote); this is only the safety net
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         except BaseException:
             conn.close()
             raise
         self._connections[id(conn)] = (os.getpid(), threading.current_thread(), conn)
         return conn
+
+    def _wrote(self) -> None:
+        """Count a commit; every few hundred, checkpoint the log in the background.
+
+        SQLite's own automatic checkpoint runs inside the commit that crosses
+        its threshold: one request in a few hundred would copy the log back
+        and wait for the disk twice more. A background thread does it instead
+        (PASSIVE: it never waits for, nor blocks, a reader or a writer).
+        """
+        self._writes += 1
+        if self._writes >= _CHECKPOINT_EVERY:
+            self._writes = 0
+            self._checkpoint_later.soon()
+
+    def _checkpoint(self) -> None:
+        try:
+            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            logger.warning("bailing: background checkpoint of the SQLite idempotency store at %s "
+                           "failed (%s: %s); SQLite checkpoints by itself later", self.path,
+                           type(exc).__name__, exc)
 
     def _forget_dead_threads(self) -> None:
         """Close the connections of this process's finished threads.
@@ -290,6 +361,11 @@ class SQLiteStore(IdempotencyStore):
             _rollback_quietly(conn)
             raise
 
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"SQLite store at {self.path} is unavailable: {type(exc).__name__}: {exc}"
+        )
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Turn every SQLite or file-system failure into :class:`StoreUnavailable`."""
@@ -324,6 +400,108 @@ class SQLiteStore(IdempotencyStore):
 
     # --- the store API --------------------------------------------------------
 
+    def _claim(
+        self, key: str, token: str, lease_seconds: float, retention_seconds: float,
+        meta: EntryMeta,
+    ) -> tuple[float, Entry | None]:
+        """Insert ``key`` for ``token`` (or take over a dead entry) in one statement.
+
+        Answers ``(now, None)`` when the row was written, else ``(now, entry)``
+        with the live entry that stopped it. The statement is its own
+        transaction, and it takes the write lock before it looks at the key,
+        so of any number of processes claiming the same key exactly one
+        writes it (the same guarantee ``BEGIN IMMEDIATE`` gave, in one round
+        trip through SQLite instead of four).
+        """
+        lease = lease_seconds
+        retention = retention_seconds
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease.__class__ is float and 0.0 < lease < _INF
+                and retention.__class__ is float and 0.0 < retention < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            lease = _check_seconds(lease_seconds, "lease_seconds")
+            retention = _check_seconds(retention_seconds, "retention_seconds")
+        keep = lease if lease > retention else retention
+        meta_json = _encode_meta(meta)
+        try:
+            conn = self._connection()
+            if self._pending:
+                return self._claim_with_pending(conn, key, token, lease, keep, meta_json)
+            for _attempt in range(10):
+                now = self.clock()
+                cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep,
+                                               meta_json))
+                if cursor.rowcount == 1:
+                    self._wrote()
+                    return now, None
+                entry = self._select(conn, key, now)
+                if entry is not None:
+                    return now, entry
+                # deleted between the two statements (released, resolved): claim again
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        raise StoreUnavailable(f"SQLite store at {self.path} is unavailable: the entry {key!r} "
+                               "kept changing while it was being claimed")
+
+    def _claim_with_pending(
+        self, conn: sqlite3.Connection, key: str, token: str, lease: float, keep: float,
+        meta_json: str,
+    ) -> tuple[float, Entry | None]:
+        """One transaction: the deferred completions of this process, then the claim.
+
+        The completions are taken only once the write lock is held, so none of
+        them is ever in flight unseen: a repeat of one of these calls, from any
+        thread, either finds it still waiting here (and writes it first, in its
+        own claim) or waits for this commit.
+        """
+        conn.execute("BEGIN IMMEDIATE")
+        taken: list[_Completion] = []
+        try:
+            taken = self._pending.take()
+            refused = self._apply(conn, taken)
+            now = self.clock()
+            cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep, meta_json))
+            entry = None if cursor.rowcount == 1 else self._select(conn, key, now)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback_quietly(conn)
+            self._pending.put_back(taken)
+            self._pending.landed(taken)
+            raise
+        self._pending.landed(taken)
+        self._wrote()
+        _log_refused(refused)
+        if entry is None and cursor.rowcount != 1:  # pragma: no cover - the lock was held
+            raise StoreUnavailable(f"SQLite store at {self.path}: entry {key!r} vanished")
+        return now, entry
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, items: list[_Completion]) -> list[_Completion]:
+        """Write deferred completions inside the caller's transaction; those refused."""
+        refused = []
+        for item in items:
+            response = item.response
+            cursor = conn.execute(_COMPLETE, (
+                item.now + item.retention, response.status, _encode_headers(response.headers),
+                response.body, item.key, item.token, item.now,
+            ))
+            if cursor.rowcount != 1:
+                refused.append(item)
+        return refused
+
+    def _write_pending(self, items: list[_Completion]) -> list[_Completion]:
+        """The background write of completions no claim took along; those to try again."""
+        try:
+            with self._errors(), self._write() as conn:
+                refused = self._apply(conn, items)
+        except StoreUnavailable as exc:
+            logger.warning("bailing: deferred completions not written yet: %s", exc)
+            return items
+        self._wrote()
+        _log_refused(refused)
+        return []
+
     def reserve(
         self,
         key: str,
@@ -333,34 +511,30 @@ class SQLiteStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        _check_key(key)
-        _check_key(token, "token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
-        with self._errors(), self._write() as conn:
-            now = self.clock()
-            entry = self._select(conn, key, now)
-            if entry is not None:
-                if entry.state == "in_progress" and entry.token == token:
-                    return Reservation("reserved", entry)
-                return Reservation(_outcome(entry, now), entry)
-            entry = Entry(
-                key=key,
-                state="in_progress",
-                token=token,
-                created_at=now,
-                lease_expires_at=now + lease,
-                expires_at=now + max(lease, retention),
-                meta=meta,
-            )
-            # REPLACE: a dead entry for the same key may still be on disk.
-            conn.execute(
-                "INSERT OR REPLACE INTO bailing_idempotency "
-                "(key, state, token, created_at, lease_expires_at, expires_at, meta) "
-                "VALUES (?, 'in_progress', ?, ?, ?, ?, ?)",
-                (key, token, now, entry.lease_expires_at, entry.expires_at, _encode_meta(meta)),
-            )
+        now, entry = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        if entry is None:
+            lease = float(lease_seconds)
+            return Reservation("reserved", Entry(
+                key, "in_progress", token, now, now + lease,
+                now + max(lease, float(retention_seconds)), meta,
+            ))
+        if entry.state == "in_progress" and entry.token == token:
             return Reservation("reserved", entry)
+        return Reservation(_outcome(entry, now), entry)
+
+    def claim(
+        self,
+        key: str,
+        *,
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+    ) -> Reservation | None:
+        now, entry = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        if entry is None or (entry.state == "in_progress" and entry.token == token):
+            return None
+        return Reservation(_outcome(entry, now), entry)
 
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
@@ -384,31 +558,62 @@ class SQLiteStore(IdempotencyStore):
             )
             return True
 
+    def _complete(
+        self, conn: sqlite3.Connection, key: str, token: str, response: StoredResponse,
+        retention_seconds: float,
+    ) -> bool:
+        retention = retention_seconds
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention.__class__ is float and 0.0 < retention < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention = _check_seconds(retention_seconds, "retention_seconds")
+        now = self.clock()
+        cursor = conn.execute(
+            _COMPLETE,
+            (now + retention, response.status, _encode_headers(response.headers), response.body,
+             key, token, now),
+        )
+        if cursor.rowcount == 1:
+            self._wrote()
+            return True
+        # not an in-progress entry of this token: completed by it already (a repeated
+        # completion whose first answer was lost), or gone, or someone else's
+        entry = self._select(conn, key, now)
+        return entry is not None and entry.token == token and entry.state == "completed"
+
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(token, "token")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
-        with self._errors(), self._write() as conn:
-            now = self.clock()
-            entry = self._select(conn, key, now)
-            if entry is None or entry.token != token:
-                return False
-            if entry.state == "completed":
-                return True
-            conn.execute(
-                "UPDATE bailing_idempotency SET state = 'completed', expires_at = ?, "
-                "status = ?, headers = ?, body = ? WHERE key = ?",
-                (
-                    now + retention,
-                    response.status,
-                    _encode_headers(response.headers),
-                    response.body,
-                    key,
-                ),
-            )
-            return True
+        try:
+            return self._complete(self._connection(), key, token, response, retention_seconds)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    def complete_deferred(
+        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
+    ) -> bool | None:
+        """Queue the completion; it is written with this process's next claim.
+
+        That claim's transaction commits it together with the new reservation,
+        so a call costs one transaction (and one wait for the disk) instead of
+        two. Whatever no claim took along is written by a background thread a
+        few milliseconds later, and at interpreter exit. Until it is written, a
+        repeat from another process gets ``409 idempotency_in_progress``; if
+        this process is killed first, the completion is lost and the call turns
+        uncertain when its lease runs out -- never run twice.
+        """
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
+        self._pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
+        return None
+
+    def flush(self) -> None:
+        """Write the completions :meth:`complete_deferred` still holds, now."""
+        self._pending.flush()
 
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         _check_key(key)
@@ -512,6 +717,7 @@ class SQLiteStore(IdempotencyStore):
                 "WHERE bailing_signatures.expires_at <= ?",
                 (signature, now + ttl, now),
             )
+            self._wrote()
             return cursor.rowcount == 1
 
     def ping(self) -> None:
@@ -524,6 +730,7 @@ class SQLiteStore(IdempotencyStore):
         Connections inherited through ``fork()`` are left alone. Using the
         store afterwards opens new connections.
         """
+        self._pending.flush()
         pid = os.getpid()
         self._generation += 1
         for ident, (owner, _thread, _conn) in list(self._connections.items()):
@@ -638,6 +845,12 @@ class SQLiteStore(IdempotencyStore):
                 {"now": self.clock(), "status": status, "limit": limit},
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
+
+
+def _log_refused(items: list[_Completion]) -> None:
+    for item in items:
+        logger.error("bailing: call %s was resolved or taken over while it ran; its deferred "
+                     "completion was not recorded", item.key)
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
