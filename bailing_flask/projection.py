@@ -41,7 +41,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 from flask import Response, current_app, request
-from pydantic import BaseModel, Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
+from pydantic import BaseModel, SecretBytes, SecretStr, TypeAdapter, ValidationError
+
+import pydantic as _pydantic
+
+#: pydantic's generic ``Secret[...]`` (pydantic 2.7 and newer; ``None`` before).
+_GenericSecret: Any = getattr(_pydantic, "Secret", None)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
 from werkzeug.wrappers import Response as BaseResponse
@@ -73,7 +78,9 @@ RETURNS_BUDGET = 300
 _MAX_MARKS = 10
 _MAX_PROBLEMS = 10
 _MISSING: Any = object()
-_SECRETS = (SecretStr, SecretBytes, Secret)
+_SECRETS: tuple[type, ...] = (SecretStr, SecretBytes) + (
+    (_GenericSecret,) if _GenericSecret is not None else ()
+)
 
 
 # -- the compiled shape --------------------------------------------------------------------------
@@ -338,7 +345,7 @@ def _is_secret(annotation: Any) -> bool:
     if isinstance(annotation, type) and issubclass(annotation, _SECRETS):
         return True
     origin = get_origin(annotation)
-    if origin is Secret:
+    if _GenericSecret is not None and origin is _GenericSecret:
         return True
     if origin in (list, tuple, set, frozenset, Union, types.UnionType):
         return any(_is_secret(arg) for arg in get_args(annotation) if arg is not Ellipsis)
