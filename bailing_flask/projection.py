@@ -340,9 +340,23 @@ def _unwrap(annotation: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
         return annotation, metadata
 
 
+def _subclass(annotation: Any, classes: type | tuple[type, ...]) -> bool:
+    """``issubclass`` for anything an annotation can be.
+
+    On Python 3.10 ``isinstance(list[int], type)`` is true, and ``issubclass``
+    then raises on it.
+    """
+    if not isinstance(annotation, type) or isinstance(annotation, types.GenericAlias):
+        return False
+    try:
+        return issubclass(annotation, classes)
+    except TypeError:
+        return False
+
+
 def _is_secret(annotation: Any) -> bool:
     annotation, _ = _unwrap(annotation, [])
-    if isinstance(annotation, type) and issubclass(annotation, _SECRETS):
+    if _subclass(annotation, _SECRETS):
         return True
     origin = get_origin(annotation)
     if _GenericSecret is not None and origin is _GenericSecret:
@@ -354,7 +368,7 @@ def _is_secret(annotation: Any) -> bool:
 
 def _node(annotation: Any, metadata: list[Any], stack: tuple[type[BaseModel], ...]) -> _Node | None:
     annotation, metadata = _unwrap(annotation, metadata)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if _subclass(annotation, BaseModel):
         return _model_node(annotation, stack)
     origin = get_origin(annotation)
     args = get_args(annotation)
@@ -443,12 +457,10 @@ def _exclusions(node: _Node | None) -> Any:
 
 
 def _unpack(shape: Any) -> tuple[type[BaseModel], bool]:
-    if isinstance(shape, type) and issubclass(shape, BaseModel):
+    if _subclass(shape, BaseModel):
         return shape, False
     args = get_args(shape)
-    if get_origin(shape) is list and len(args) == 1 and isinstance(args[0], type) and issubclass(
-        args[0], BaseModel
-    ):
+    if get_origin(shape) is list and len(args) == 1 and _subclass(args[0], BaseModel):
         return args[0], True
     raise ValueError(f"response= takes a pydantic model class or list[Model], not {shape!r}")
 

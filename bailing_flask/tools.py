@@ -61,7 +61,8 @@ _RATE_UNITS = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
+                              protected_namespaces=())
 
 
 class ApprovalCondition(_Model):
