@@ -448,6 +448,10 @@ class _Later:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
 
+    def cancel(self) -> None:
+        """Forget a due run (the store is closing and has done what it needed)."""
+        self._due = False
+
     def run_now(self) -> None:
         """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
         if self._due:
