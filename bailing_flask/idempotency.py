@@ -114,25 +114,29 @@ class _Tokens:
     """Reservation tokens: unique per attempt, across threads, processes and hosts.
 
     A random 128-bit prefix per process and a counter: one ``os.urandom`` per
-    process instead of one system call per call. A forked child draws a new
-    prefix (``os.register_at_fork``, which CPython runs for every fork it is
-    told about, embedding servers such as uWSGI included), so two workers
-    forked from one parent never hand out the same token.
+    process instead of one per call. The prefix is drawn again whenever the
+    process id changes: a pre-fork server forks its workers after the app
+    (and this object) was loaded, and uWSGI does so without running Python's
+    at-fork hooks, so only the process id tells a worker from its siblings.
+    Two workers handing out the same token for the same call would both be
+    told they own it.
     """
 
     def __init__(self) -> None:
         self._reseed()
 
     def _reseed(self) -> None:
+        self.pid = os.getpid()
         self.prefix = os.urandom(16).hex() + "-"
         self.counter = itertools.count(1)
 
     def next(self) -> str:
+        if os.getpid() != self.pid:
+            self._reseed()
         return self.prefix + str(next(self.counter))
 
 
 _TOKENS = _Tokens()
-os.register_at_fork(after_in_child=_TOKENS._reseed)
 
 
 def call_key(tool: Tool, call: ToolCall) -> str:

