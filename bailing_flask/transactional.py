@@ -228,6 +228,23 @@ class TransactionAdapter(ABC):
     """
 
     table_name: str
+    #: create the table on the first call (else a migration does)
+    create_on_first_use: bool
+    _created: bool
+    _lock: threading.Lock
+
+    def _ensure_table(self) -> None:
+        if self._created or not self.create_on_first_use:
+            return
+        with self._lock:
+            if self._created:
+                return
+            try:
+                self.create_table()
+            except Exception as exc:  # noqa: BLE001 - the INSERT will say what is wrong
+                logger.error("bailing: could not create table %s (%s); create it with a migration",
+                             self.table_name, exc)
+            self._created = True
 
     @abstractmethod
     def begin(self) -> _CallTransaction:
@@ -422,19 +439,6 @@ class SQLAlchemyTransaction(TransactionAdapter):
                 self.table.create(connection, checkfirst=True)
         else:  # a session bound to a connection (tests joining an external transaction)
             self.table.create(bind, checkfirst=True)
-
-    def _ensure_table(self) -> None:
-        if self._created or not self.create_on_first_use:
-            return
-        with self._lock:
-            if self._created:
-                return
-            try:
-                self.create_table()
-            except Exception as exc:  # noqa: BLE001 - the INSERT will say what is wrong
-                logger.error("bailing: could not create table %s (%s); create it with a migration",
-                             self.table_name, exc)
-            self._created = True
 
     def begin(self) -> _CallTransaction:
         self._ensure_table()
@@ -706,19 +710,6 @@ class DBAPITransaction(TransactionAdapter):
             for statement in create_table_sql(dialect, self.table_name).split(";\n"):
                 if statement.strip():
                     cursor.execute(statement)
-
-    def _ensure_table(self) -> None:
-        if self._created or not self.create_on_first_use:
-            return
-        with self._lock:
-            if self._created:
-                return
-            try:
-                self.create_table()
-            except Exception as exc:  # noqa: BLE001 - the INSERT will say what is wrong
-                logger.error("bailing: could not create table %s (%s); create it with a migration",
-                             self.table_name, exc)
-            self._created = True
 
     def begin(self) -> _CallTransaction:
         self._ensure_table()

@@ -29,7 +29,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 
-__all__ = ["serving", "uwsgi_serving", "gunicorn_serving", "wsgi_server", "uwsgi", "uwsgi_executable"]
+__all__ = ["post_chunked_until_refused", "serving", "uwsgi_serving", "gunicorn_serving", "wsgi_server", "uwsgi", "uwsgi_executable"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,3 +177,28 @@ def uwsgi() -> Iterator[Callable[..., str]]:
     with ExitStack() as stack:
         yield lambda module, env=None, extra=(): stack.enter_context(
             uwsgi_serving(module, env, extra))
+
+
+def post_chunked_until_refused(base: str, path: str, total: int, headers: str = "") -> bytes:
+    """POST ``total`` bytes chunked, 1 MiB a chunk, until the server answers and closes.
+
+    Returns what the server answered (``b""`` if it closed without a word).
+    ``headers`` are extra raw header lines, each ending in CRLF.
+    """
+    host, port = base.split("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{headers}"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        chunk = b"%x\r\n" % (1024 * 1024) + b"x" * (1024 * 1024) + b"\r\n"
+        try:
+            for _ in range(total // (1024 * 1024)):
+                sock.sendall(chunk)
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:  # the server answered and closed: that is the point
+            pass
+        try:
+            return sock.recv(65536)
+        except OSError:
+            return b""

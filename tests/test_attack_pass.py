@@ -33,6 +33,7 @@ from flask_caching import Cache
 from bailing_flask import Bailing, get_current_call, tool
 from bailing_flask.testing import HubSimulator
 
+from ._servers import post_chunked_until_refused
 from .conftest import STRONG_SECRET, raw_request
 from .test_callback_limits import CLIENT_TOKEN, JOB_PATH, LIMIT, CountingInput
 from .test_callback_limits import make_app as callback_app
@@ -214,26 +215,6 @@ def test_method_override_inside_the_verifier_smuggles_an_unbounded_callback_body
     assert response.status == 413, response.body
 
 
-def _post_chunked_unsigned(base: str, path: str, total: int) -> bytes:
-    host, port = base.split("//", 1)[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n".encode()
-        )
-        chunk = b"%x\r\n" % (1024 * 1024) + b"x" * (1024 * 1024) + b"\r\n"
-        try:
-            for _ in range(total // (1024 * 1024)):
-                sock.sendall(chunk)
-            sock.sendall(b"0\r\n\r\n")
-        except OSError:  # the server answered and closed: that is the point
-            pass
-        try:
-            return sock.recv(65536)
-        except OSError:
-            return b""
-
-
 def test_three_huge_unsigned_callbacks_with_a_double_slash_leave_a_gunicorn_worker_flat(gunicorn):
     """Issue 10's memory attack again, with ``//`` in front of the callback path
     and no signature header: gunicorn keeps ``//`` in ``PATH_INFO``, the middleware
@@ -247,7 +228,7 @@ def test_three_huge_unsigned_callbacks_with_a_double_slash_leave_a_gunicorn_work
             return int(json.load(response)["kib"])
 
     before = peak_kib()
-    answers = [_post_chunked_unsigned(base, "/" + JOB_PATH, 120 * 1024 * 1024) for _ in range(3)]
+    answers = [post_chunked_until_refused(base, "/" + JOB_PATH, 120 * 1024 * 1024) for _ in range(3)]
     after = peak_kib()
     assert after - before < 16 * 1024, (before, after, [a[:40] for a in answers])
     assert all(b" 413 " in answer for answer in answers), answers

@@ -19,6 +19,7 @@ from flask import Flask
 
 from bailing_flask import Bailing, sign_callback
 
+from ._servers import post_chunked_until_refused
 from .conftest import STRONG_SECRET, raw_request
 
 CLIENT_TOKEN = "client-token-0123456789-abcdefghijklmnop"
@@ -111,27 +112,6 @@ def test_a_callback_within_the_limit_is_still_handled(live_server):
     assert chunked.status == 413
 
 
-def _post_chunked_until_refused(base: str, total: int) -> bytes:
-    host, port = base.split("//", 1)[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(
-            f"POST {JOB_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"X-Bailing-Timestamp: {int(time.time() * 1000)}\r\nX-Bailing-Signature: sha256={'0' * 64}"
-            "\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
-        )
-        chunk = b"%x\r\n" % (1024 * 1024) + b"x" * (1024 * 1024) + b"\r\n"
-        try:
-            for _ in range(total // (1024 * 1024)):
-                sock.sendall(chunk)
-            sock.sendall(b"0\r\n\r\n")
-        except OSError:  # the server answered and closed: that is the point
-            pass
-        try:
-            return sock.recv(65536)
-        except OSError:
-            return b""
-
-
 def test_three_huge_bogus_callbacks_leave_a_gunicorn_worker_flat(gunicorn):
     import urllib.request
 
@@ -143,7 +123,9 @@ def test_three_huge_bogus_callbacks_leave_a_gunicorn_worker_flat(gunicorn):
             return int(json.load(response)["kib"])
 
     before = peak_kib()
-    answers = [_post_chunked_until_refused(base, 120 * 1024 * 1024) for _ in range(3)]
+    answers = [post_chunked_until_refused(
+        base, JOB_PATH, 120 * 1024 * 1024,
+        f"X-Bailing-Timestamp: {int(time.time() * 1000)}\r\nX-Bailing-Signature: sha256={'0' * 64}\r\n") for _ in range(3)]
     after = peak_kib()
     assert any(b" 413 " in answer for answer in answers), answers
     assert after - before < 16 * 1024, (before, after)  # 4 MiB limit: never the 120 MiB
