@@ -1,17 +1,18 @@
 """Compare the doctor's classifications with the hub's own code (manual dev check).
 
 Runs each scenario of tests/test_doctor.py twice on fresh servers: once
-through the hub harness (``/work/hubharness``: the hub's TypeScript,
+through a hub harness (a folder with the hub's TypeScript,
 unchanged) and once through :func:`bailing_flask.doctor.run_doctor`, and
 prints both ``spec_access_probe`` results (and the authz probe where the
 hub gets that far). Not collected by pytest (needs Node and the harness)::
 
-    .venv/bin/python -m tests.doctor_harness_compare [--harness /work/hubharness]
+    .venv/bin/python -m tests.doctor_harness_compare --harness PATH  (or BAILING_HUB_HARNESS=PATH)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import logging
 import subprocess
@@ -106,7 +107,8 @@ def hub_view(harness: str, base: str, secret: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--harness", default="/work/hubharness")
+    parser.add_argument("--harness", default=os.environ.get("BAILING_HUB_HARNESS"),
+                        required="BAILING_HUB_HARNESS" not in os.environ)
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)
     WSGIRequestHandler.log_request = lambda *a, **k: None  # type: ignore[method-assign]
