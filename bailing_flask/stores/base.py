@@ -301,7 +301,9 @@ class IdempotencyStore(ABC):
     def complete_deferred(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool | None:
-        """:meth:`complete`, allowed to finish after it returns (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
+        """:meth:`complete`, allowed to finish after it returns.
+
+        Used when ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` is on.
 
         The response has already been produced and the side effect has
         happened; what may be deferred is only when the record of it is

@@ -627,7 +627,9 @@ class RedisStore(IdempotencyStore):
             return replies
 
         try:
-            return conn.retry.call_with_retry(attempt, lambda _error: conn.disconnect())  # type: ignore[no-any-return]
+            replies: list[Any] = conn.retry.call_with_retry(
+                attempt, lambda _error: conn.disconnect())
+            return replies
         except BaseException:
             conn.disconnect()  # never leave replies unread on a kept connection
             raise
