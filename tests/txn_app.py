@@ -191,6 +191,25 @@ def create_app(**config: Any) -> Flask:
     return app
 
 
+@contextmanager
+def _one_migration_at_a_time(database: str) -> Iterator[None]:
+    """Serialise the schema creation of gunicorn workers that start together on one SQLite file.
+
+    ``create_all`` checks for each table and then creates it, so two workers
+    both see it missing and the second one fails to boot ("table already
+    exists"), which makes gunicorn stop the whole server. PostgreSQL takes an
+    advisory lock inside the transaction instead.
+    """
+    if not database.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    with open(database[len("sqlite:///"):] + ".migrate-lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
     from flask_sqlalchemy import SQLAlchemy
     from sqlalchemy import event
@@ -211,7 +230,7 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
 
     db.init_app(app)
     app.config["BAILING_TRANSACTION"] = SQLAlchemyTransaction(db)
-    with app.app_context():
+    with app.app_context(), _one_migration_at_a_time(database):
         with db.engine.begin() as conn:
             if database.startswith("sqlite"):
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
