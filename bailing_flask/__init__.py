@@ -7,7 +7,7 @@ detail.
 
 from __future__ import annotations
 
-from .context import (
+from bailing_flask.context import (
     Arguments,
     ToolCall,
     ToolInfo,
@@ -17,17 +17,19 @@ from .context import (
     get_current_call,
     get_current_subject,
 )
-from .errors import (
+from bailing_flask.errors import (
     BailingError,
     ConfigurationError,
     NotVerifiedError,
     SignatureError,
     ToolDeclarationError,
 )
-from .extension import Bailing
-from .integrations import is_hub_request, is_tool_call, rate_limit_key
-from .responses import ErrorInfo, tool_result
-from .signing import (
+from bailing_flask._pipeline.callbacks import dedupe_key
+from bailing_flask._pipeline.idempotency import REPLAY_HEADER, call_key
+from bailing_flask.extension import Bailing
+from bailing_flask.integrations import is_hub_request, is_tool_call, rate_limit_key
+from bailing_flask.responses import ErrorInfo, tool_result
+from bailing_flask.wire.signing import (
     CallbackVerifier,
     Verifier,
     canonical_callback,
@@ -36,12 +38,15 @@ from .signing import (
     sign_tool_call,
     verify_callback,
 )
-from .tools import Param, tool, tool_defaults
-from .wsgi import BailingMiddleware, UnsignedHeaders, VerifiedCall
+from bailing_flask.declare import Param, tool, tool_defaults
+from bailing_flask.wire.middleware import BailingMiddleware, UnsignedHeaders, VerifiedCall
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "REPLAY_HEADER",
+    "call_key",
+    "dedupe_key",
     "Arguments",
     "Bailing",
     "BailingError",

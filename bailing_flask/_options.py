@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
 
-    from .stores import IdempotencyStore
-    from .transactional import TransactionAdapter
-    from .tools import ApprovalCondition, Outcome, Param, RateLimit
+    from bailing_flask.stores import IdempotencyStore
+    from bailing_flask.transactional import TransactionAdapter
+    from bailing_flask.declare import ApprovalCondition, Outcome, Param, RateLimit
 
 __all__ = ["ToolKwargs", "BailingKwargs"]
 

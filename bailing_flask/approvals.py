@@ -9,7 +9,7 @@ not take the hub's word for it: it runs only if
    tool and the same subject (recorded when the request arrives at the
    approval endpoint, before the app's handler runs);
 2. this app *decided* it ``approved`` through
-   :meth:`~bailing_flask.hub_client.HubClient.decide_approval` (a client from
+   :meth:`~bailing_flask.hub.client.HubClient.decide_approval` (a client from
    ``bailing.hub_client()``), and the hub accepted that decision;
 3. the call's arguments are the approved ones: compared after both went
    through the tool's own declaration (route converters, query and body
@@ -46,17 +46,17 @@ from typing import TYPE_CHECKING, Any
 from flask import request
 from pydantic import BaseModel, ValidationError
 
-from ._jsenc import js_string
-from .audit import APPROVAL_KEY
-from .responses import ErrorInfo
-from .stores import ApprovalRecord, StoreUnavailable
+from bailing_flask.wire.jsenc import js_string
+from bailing_flask.audit import APPROVAL_KEY
+from bailing_flask.responses import ErrorInfo
+from bailing_flask.stores import ApprovalRecord, StoreUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .context import ToolCall
-    from .extension import BailingState
-    from .hub_client import DecisionResult
-    from .payloads import ApprovalDecision, ApprovalRequest
-    from .registry import Tool
+    from bailing_flask.context import ToolCall
+    from bailing_flask.extension import BailingState
+    from bailing_flask.hub.client import DecisionResult
+    from bailing_flask.hub.payloads import ApprovalDecision, ApprovalRequest
+    from bailing_flask._pipeline.registry import Tool
 
 __all__ = [
     "APPROVAL_KEY",
@@ -169,7 +169,7 @@ class BusinessApprovals:
 
         :raises KeyError: no live record of ``approval_id``.
         """
-        from .payloads import ApprovalRequest
+        from bailing_flask.hub.payloads import ApprovalRequest
 
         record = self.get(approval_id)
         if record is None:
@@ -358,7 +358,7 @@ def call_arguments(tool: Tool, call: ToolCall) -> dict[str, Any]:
 
 def call_args_hash(tool: Tool, call: ToolCall) -> str:
     """The hub's ``args_hash`` of :func:`call_arguments`."""
-    from .testing import canonical_json
+    from bailing_flask.testing import canonical_json
 
     canonical = canonical_json(call_arguments(tool, call))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flask import current_app, request
 from werkzeug.exceptions import HTTPException
 
-from .signals import audit_record, signature_refused
+from bailing_flask.signals import audit_record, signature_refused
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .context import ToolCall
-    from .errors import SignatureError
-    from .extension import BailingState
-    from .registry import Tool
-    from .wsgi import VerifiedCall
+    from bailing_flask.context import ToolCall
+    from bailing_flask.errors import SignatureError
+    from bailing_flask.extension import BailingState
+    from bailing_flask._pipeline.registry import Tool
+    from bailing_flask.wire.middleware import VerifiedCall
 
 __all__ = [
     "AUDIT_FIELDS",
@@ -260,7 +260,7 @@ def signature_refusal(
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         tool_info = None
         if tool is not None:
-            from .authz import tool_info as _info
+            from bailing_flask._pipeline.authz import tool_info as _info
 
             tool_info = _info(tool)
         if signature_refused.receivers:

@@ -15,12 +15,12 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from .catalog import serialize
-from .stores import StoreUnavailable
-from .transactional import in_transaction_mode
+from bailing_flask._pipeline.catalog import serialize
+from bailing_flask.stores import StoreUnavailable
+from bailing_flask.transactional import in_transaction_mode
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extension import BailingState
+    from bailing_flask.extension import BailingState
 
 __all__ = ["bailing_cli"]
 
@@ -28,7 +28,7 @@ bailing_cli = AppGroup("bailing", help="BailingHub integration: catalog, checks 
 
 
 def _state() -> BailingState:
-    from .extension import Bailing
+    from bailing_flask.extension import Bailing
 
     return Bailing.state(current_app)
 
@@ -91,7 +91,7 @@ def export_command(output: str | None, indent: int | None) -> None:
 
 def _registration() -> list[str]:
     """What to register in the hub for this app: base_url and spec_url."""
-    from ._base_url import application_root, parse_base_url
+    from bailing_flask.wire.base_url import application_root, parse_base_url
 
     state = _state()
     base = parse_base_url(state.config("BAILING_BASE_URL"))
@@ -133,7 +133,7 @@ def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bo
     redirect, a 404, an HTML error page, a cached response) is named with a
     fix, and the exit status is 1.
     """
-    from .config_check import check_all
+    from bailing_flask.config_check import check_all
 
     state = _state()
     if exercise and not state.has_secret:
@@ -152,7 +152,7 @@ def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bo
     failed = bool(errors or (strict and warnings))
     report = None
     if exercise:
-        from .exercise import run_exercise
+        from bailing_flask.exercise import run_exercise
 
         report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
         failed = failed or not report.ok
@@ -239,7 +239,7 @@ def tools_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def status_command(as_json: bool) -> None:
     """Show the configuration (secrets redacted), the store, handlers, catalog digest and approvals."""
-    from .status import collect_status, render_status
+    from bailing_flask.status import collect_status, render_status
 
     data = collect_status(_state())
     if as_json:
@@ -300,7 +300,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     """Decide an uncertain call: answer repeats with a response, or allow a re-run."""
     import time as _time
 
-    from .stores import StoredResponse
+    from bailing_flask.stores import StoredResponse
 
     store = _state().idempotency.store()
     retention = float(_state().config("BAILING_IDEMPOTENCY_RETENTION"))
@@ -337,7 +337,7 @@ def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]
     """
     from urllib.parse import urlsplit
 
-    from ._base_url import parse_base_url
+    from bailing_flask.wire.base_url import parse_base_url
 
     state = _state()
     base = parse_base_url(state.config("BAILING_BASE_URL"))
@@ -354,8 +354,8 @@ def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]
 
 
 def _first_secret() -> str:
-    from .settings import provider_secrets
-    from .signing import primary_secret
+    from bailing_flask.settings import provider_secrets
+    from bailing_flask.wire.signing import primary_secret
 
     secret = primary_secret(
         provider_secrets(current_app.config)
@@ -408,7 +408,7 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
     The tool is looked up in the catalog that is actually served (fetched
     signed), its arguments placed and encoded with the hub's rules.
     """
-    from .testing import HubSimulator
+    from bailing_flask.testing import HubSimulator
 
     try:
         args = json.loads(args_json)
@@ -464,7 +464,7 @@ def doctor_command(url: str | None, catalog_url: str | None, subject: str | None
     Prints the base_url to register: BAILING_BASE_URL, or else where the app's
     root is served (from --catalog-url), and fails if --url differs from it.
     """
-    from .doctor import run_doctor
+    from bailing_flask.doctor import run_doctor
 
     expected, source = _expected_base_url(catalog_url)
     if url is None:

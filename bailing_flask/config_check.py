@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from flask import Flask
 
-from ._jsenc import js_trim
-from .errors import ConfigurationError
-from .settings import DEFAULTS
+from bailing_flask.wire.jsenc import js_trim
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.settings import DEFAULTS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extension import BailingState
+    from bailing_flask.extension import BailingState
 
 __all__ = [
     "ConfigProblem",
@@ -117,7 +117,7 @@ def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
                     "loaded, e.g. a trailing newline of a file)"))
     store = config.get("BAILING_STORE")
     if isinstance(store, str):
-        from .stores import store_from_url
+        from bailing_flask.stores import store_from_url
 
         try:
             built = store_from_url(store)
@@ -129,7 +129,7 @@ def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
             except Exception:  # nothing was connected yet
                 pass
     elif store is not None:
-        from .stores import IdempotencyStore
+        from bailing_flask.stores import IdempotencyStore
 
         if not isinstance(store, IdempotencyStore):
             problems.append(ConfigProblem(

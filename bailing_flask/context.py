@@ -17,8 +17,8 @@ from typing import Any, TypeVar, cast
 from flask import has_request_context, request
 from werkzeug.local import LocalProxy
 
-from .errors import NotVerifiedError
-from .wsgi import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
+from bailing_flask.errors import NotVerifiedError
+from bailing_flask.wire.middleware import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
 
 from pydantic import BaseModel
 

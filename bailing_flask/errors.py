@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from .reasons import REASONS
+from bailing_flask.reasons import REASONS
 
 __all__ = [
     "BailingError",

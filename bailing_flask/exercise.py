@@ -40,14 +40,14 @@ from typing import Any, Literal
 
 from flask import Flask, current_app, got_request_exception, request
 
-from ._samples import sample_arguments
-from .errors import ConfigurationError
-from .gate import EXERCISE_KEY, ExerciseProbe
-from .lint import CompiledTool, compile_tools
-from .responses import REASON_HEADER
-from .settings import provider_secrets
-from .signing import primary_secret
-from .testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
+from bailing_flask._pipeline.samples import sample_arguments
+from bailing_flask.errors import ConfigurationError
+from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
+from bailing_flask.lint import CompiledTool, compile_tools
+from bailing_flask.responses import REASON_HEADER
+from bailing_flask.settings import provider_secrets
+from bailing_flask.wire.signing import primary_secret
+from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
 
 __all__ = ["ExerciseResult", "ExerciseReport", "run_exercise"]
 
@@ -188,7 +188,7 @@ class _Watch:
 
 class _Exercise:
     def __init__(self, app: Flask, secret: str, subject: str | None) -> None:
-        from .extension import Bailing
+        from bailing_flask.extension import Bailing
 
         self.app = app
         self.state = Bailing.state(app)

@@ -16,26 +16,26 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from flask import Flask, Response, has_request_context, request
 
-from ._base_url import PathMap, checked_base_url, path_map_for
-from ._sync import call_sync, check_async_support
-from .catalog import Catalog, build_catalog
-from .errors import ConfigurationError, SignatureError
-from .gate import ensure_gate, install_gates
-from .integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
-from .registry import Registry, build_registry
-from .responses import REASON_HEADER, ErrorInfo, json_response
-from .settings import DEFAULTS, provider_secrets
-from .tools import get_declaration, get_wrapped_by
-from .tools import tool as _tool
-from .wsgi import BailingMiddleware
+from bailing_flask.wire.base_url import PathMap, checked_base_url, path_map_for
+from bailing_flask._pipeline.sync import call_sync, check_async_support
+from bailing_flask._pipeline.catalog import Catalog, build_catalog
+from bailing_flask.errors import ConfigurationError, SignatureError
+from bailing_flask._pipeline.gate import ensure_gate, install_gates
+from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
+from bailing_flask._pipeline.registry import Registry, build_registry
+from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
+from bailing_flask.settings import DEFAULTS, provider_secrets
+from bailing_flask.declare import get_declaration, get_wrapped_by
+from bailing_flask.declare import tool as _tool
+from bailing_flask.wire.middleware import BailingMiddleware
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
-    from ._options import BailingKwargs, ToolKwargs
-    from .approvals import BusinessApprovals
-    from .audit import TelemetryHook
-    from .hub_client import HubClient
+    from bailing_flask._options import BailingKwargs, ToolKwargs
+    from bailing_flask.approvals import BusinessApprovals
+    from bailing_flask.audit import TelemetryHook
+    from bailing_flask.hub.client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
 
@@ -63,7 +63,7 @@ class BailingState:
         self._warned: set[Any] = set()
         #: the gate installed in front of each tool endpoint (see gate.install_gates)
         self.gates: dict[str, Callable[..., Any]] = {}
-        from .idempotency import Idempotency
+        from bailing_flask._pipeline.idempotency import Idempotency
 
         self.idempotency = Idempotency(self)
         self._callback_verifier: Any = None
@@ -186,7 +186,7 @@ class BailingState:
 
     def signature_refused(self, error: SignatureError, environ: dict[str, Any], path: str) -> None:
         """The middleware refused a signed request: audit it and send the signal."""
-        from .audit import signature_refusal
+        from bailing_flask.audit import signature_refusal
 
         try:
             signature_refusal(self, error, environ, path)
@@ -199,13 +199,13 @@ class BailingState:
     def callback_verifier(self) -> Any:
         """The verifier of hub -> business POSTs (client token, milliseconds)."""
         if self._callback_verifier is None:
-            from .callbacks import build_verifier
+            from bailing_flask._pipeline.callbacks import build_verifier
 
             self._callback_verifier = build_verifier(self)
         return self._callback_verifier
 
     def _first_client_token(self) -> str:
-        from .signing import primary_secret
+        from bailing_flask.wire.signing import primary_secret
 
         token = primary_secret(self.config("BAILING_CLIENT_TOKENS"))
         if token is None:
@@ -213,7 +213,7 @@ class BailingState:
         return token
 
     def hub_client(self) -> HubClient:
-        from .hub_client import HubClient
+        from bailing_flask.hub.client import HubClient
 
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
@@ -225,7 +225,7 @@ class BailingState:
     def approvals(self) -> BusinessApprovals:
         """Approval requests this app received and the decisions it sent."""
         if self._approvals is None:
-            from .approvals import BusinessApprovals
+            from bailing_flask.approvals import BusinessApprovals
 
             self._approvals = BusinessApprovals(self)
         return self._approvals
@@ -236,7 +236,7 @@ class BailingState:
 
         ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
         """
-        from .tickets import sign_ticket, widget_script_tag
+        from bailing_flask.hub.tickets import sign_ticket, widget_script_tag
 
         hub_url = self.config("BAILING_HUB_URL")
         if not hub_url:
@@ -284,7 +284,7 @@ class Bailing:
             app.config.setdefault(key, value)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
-        from .config_check import check_at_init, check_at_first_request, log_at_init
+        from bailing_flask.config_check import check_at_init, check_at_first_request, log_at_init
 
         problems = check_at_init(app)  # raises for a configuration that cannot work
         secrets = provider_secrets(app.config)
@@ -319,8 +319,8 @@ class Bailing:
         app.extensions["bailing"] = state
         log_at_init(state, problems)
 
-        from .callbacks import make_callbacks_blueprint
-        from .wellknown import make_blueprint
+        from bailing_flask._pipeline.callbacks import make_callbacks_blueprint
+        from bailing_flask._pipeline.wellknown import make_blueprint
 
         state.blueprints = (make_blueprint(state), make_callbacks_blueprint(state))
         for blueprint in state.blueprints:
@@ -329,11 +329,11 @@ class Bailing:
         if app.config["BAILING_CSRF_EXEMPT"]:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
-        from .cli import bailing_cli
+        from bailing_flask.cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
         if app.config["BAILING_OTEL"]:
-            from .otel import instrument
+            from bailing_flask.otel import instrument
 
             instrument(app)
         if app.config["BAILING_PUBLIC_CATALOG"]:
@@ -343,7 +343,7 @@ class Bailing:
                 app.config["BAILING_CATALOG_PATH"],
             )
 
-        from .audit import finish_failed
+        from bailing_flask.audit import finish_failed
 
         @app.after_request
         def _bailing_audit_raised(response: Response) -> Response:
@@ -449,14 +449,14 @@ class Bailing:
         """Handle an approval request (both variants): ``func(request: ApprovalRequest)``.
 
         Decide later with :meth:`hub_client` and
-        :meth:`~bailing_flask.hub_client.HubClient.decide_approval`.
+        :meth:`~bailing_flask.hub.client.HubClient.decide_approval`.
         """
         check_async_support(func, "the approval_request handler")
         self.callback_handlers["approval"] = func
         return func
 
     def hub_client(self, app: Flask | None = None) -> HubClient:
-        """A :class:`~bailing_flask.hub_client.HubClient` for this app's hub and client token.
+        """A :class:`~bailing_flask.hub.client.HubClient` for this app's hub and client token.
 
         Decisions it sends and the hub accepts are recorded for
         ``business_approval`` tools.

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, g, has_request_context, request
 
-from .context import TOOL_CALL_KEY, ToolCall
-from .responses import ErrorInfo
-from .wsgi import ENVIRON_KEY, VerifiedCall
+from bailing_flask.context import TOOL_CALL_KEY, ToolCall
+from bailing_flask.responses import ErrorInfo
+from bailing_flask.wire.middleware import ENVIRON_KEY, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extension import BailingState
+    from bailing_flask.extension import BailingState
 
 __all__ = [
     "is_tool_call",

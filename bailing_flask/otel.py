@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, request
 
-from .audit import SPAN_KEY, finish_failed
-from .errors import ConfigurationError
+from bailing_flask.audit import SPAN_KEY, finish_failed
+from bailing_flask.errors import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extension import BailingState
-    from .registry import Tool
-    from .wsgi import VerifiedCall
+    from bailing_flask.extension import BailingState
+    from bailing_flask._pipeline.registry import Tool
+    from bailing_flask.wire.middleware import VerifiedCall
 
 __all__ = ["Telemetry", "instrument", "INSTRUMENTATION_NAME"]
 
@@ -65,7 +65,7 @@ def _import() -> tuple[Any, Any, Any]:
 
 
 def _version() -> str:
-    from . import __version__
+    from bailing_flask import __version__
 
     return __version__
 
@@ -176,7 +176,7 @@ def instrument(app: Flask, *, tracer_provider: Any = None, meter_provider: Any =
     :param meter_provider: default: the global one (``opentelemetry.metrics``).
     :raises ConfigurationError: OpenTelemetry is not installed.
     """
-    from .extension import Bailing
+    from bailing_flask.extension import Bailing
 
     state: BailingState = Bailing.state(app)
     telemetry = Telemetry(tracer_provider, meter_provider)

@@ -12,7 +12,7 @@ Provides two fixtures for an app under test (your ``app`` fixture):
             assert response.status == 200
 
 ``bailing_fake_hub``
-    a :class:`~bailing_flask.fake_hub.FakeHub` served on a loopback port,
+    a :class:`~bailing_flask.hub.fake.FakeHub` served on a loopback port,
     with the app's ``BAILING_HUB_URL`` pointed at it for the test, that
     receives the app's approval decisions and answers them with the hub's
     rules. Approval requests sent with ``bailing_hub`` are registered in it::
@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from .fake_hub import FakeHub, serve
-from .settings import provider_secrets
-from .signing import primary_secret
-from .testing import HubSimulator
+from bailing_flask.hub.fake import FakeHub, serve
+from bailing_flask.settings import provider_secrets
+from bailing_flask.wire.signing import primary_secret
+from bailing_flask.testing import HubSimulator
 
 __all__ = ["bailing_hub", "bailing_fake_hub"]
 

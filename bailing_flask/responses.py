@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from flask import Response
 
-from .errors import REASON_MESSAGES
-from .reasons import REASONS
+from bailing_flask.errors import REASON_MESSAGES
+from bailing_flask.reasons import REASONS
 
 __all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER"]
 

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .config_check import SECRET_SETTINGS, check_all, secret_items, widget_templates
-from .settings import SETTINGS
+from bailing_flask.config_check import SECRET_SETTINGS, check_all, secret_items, widget_templates
+from bailing_flask.settings import SETTINGS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extension import BailingState
+    from bailing_flask.extension import BailingState
 
 __all__ = ["collect_status", "render_status", "redacted_url", "redis_persistence"]
 
@@ -124,7 +124,7 @@ def redis_persistence(store: Any) -> dict[str, Any]:
 
 
 def _store(state: BailingState) -> dict[str, Any]:
-    from .stores import RedisStore, SQLiteStore, StoreUnavailable
+    from bailing_flask.stores import RedisStore, SQLiteStore, StoreUnavailable
 
     report: dict[str, Any] = {"backend": None, "reachable": False, "error": None,
                               "persistence": None}
@@ -175,7 +175,7 @@ def _approvals(state: BailingState) -> dict[str, Any]:
 
 def collect_status(state: BailingState) -> dict[str, Any]:
     """The whole report as a JSON-ready ``dict``."""
-    from . import __version__
+    from bailing_flask import __version__
 
     has_tokens = bool(secret_items(state.config("BAILING_CLIENT_TOKENS")))
     handlers = {

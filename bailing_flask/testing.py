@@ -10,7 +10,7 @@ signature. It talks to a Flask app in-process or to a live URL.
 
 The other direction too: it POSTs what the hub POSTs to a business (a
 finished job's record, a delivery webhook, an approval request in either
-variant, see :mod:`bailing_flask.hub_payloads`), signed with the client
+variant, see :mod:`bailing_flask.hub.posts`), signed with the client
 token over ``"<milliseconds>.<body>"``, and re-sends any of them the way the
 hub retries: the identical body with a fresh timestamp and signature.
 """
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._jsenc import encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
-from . import hub_payloads
-from .signing import sign_callback, sign_tool_call
+from bailing_flask.wire.jsenc import encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
+from bailing_flask.hub import posts as hub_payloads
+from bailing_flask.wire.signing import sign_callback, sign_tool_call
 
 __all__ = [
     "PROBE_SUBJECT",
@@ -160,7 +160,7 @@ class _ToolShape:
 
 
 def _compiled(document: dict[str, Any]) -> list[Any]:
-    from .lint import compile_tools
+    from bailing_flask.lint import compile_tools
 
     return compile_tools(document)
 
@@ -192,7 +192,7 @@ class HubSimulator:
     ) -> None:
         self.secret = secret
         self._client_token = client_token
-        #: a :class:`~bailing_flask.fake_hub.FakeHub` that approval requests are
+        #: a :class:`~bailing_flask.hub.fake.FakeHub` that approval requests are
         #: registered with, so the app's decisions can be sent to it
         self.fake_hub: Any = None
         self._approval_ids = itertools.count(9001)
@@ -222,8 +222,8 @@ class HubSimulator:
 
     def _in_process_paths(self) -> None:
         """Public paths of an in-process app: its mount prefix and its ``BAILING_BASE_URL``."""
-        from ._base_url import application_root
-        from .extension import Bailing
+        from bailing_flask.wire.base_url import application_root
+        from bailing_flask.extension import Bailing
 
         app = self._app
         assert app is not None
@@ -238,7 +238,7 @@ class HubSimulator:
     def _catalog_path(self, catalog_url: str | None) -> str:
         if catalog_url is None:
             if self._app is not None:
-                from .extension import Bailing
+                from bailing_flask.extension import Bailing
 
                 configured = Bailing.state(self._app).config("BAILING_CATALOG_PATH")
                 return self._mount + str(configured)
@@ -408,7 +408,7 @@ class HubSimulator:
 
     def probe(self, subject: str = PROBE_SUBJECT) -> HubResponse:
         """Send the hub's authorization probe (dedicated endpoint, else a GET tool)."""
-        from .lint import authz_probe_target
+        from bailing_flask.lint import authz_probe_target
 
         target = authz_probe_target(self.document())
         if target is None:
@@ -435,7 +435,7 @@ class HubSimulator:
     def client_token(self) -> str:
         """The key of the hub's POSTs (the app's first client token by default)."""
         if self._client_token is None and self._app is not None:
-            from .signing import primary_secret
+            from bailing_flask.wire.signing import primary_secret
 
             self._client_token = primary_secret(self._app.config.get("BAILING_CLIENT_TOKENS"))
         if not self._client_token:
@@ -444,7 +444,7 @@ class HubSimulator:
 
     def _post_path(self, setting: str, default: str) -> str:
         if self._app is not None:
-            from .extension import Bailing
+            from bailing_flask.extension import Bailing
 
             configured = Bailing.state(self._app).config(setting)
             if not configured:
@@ -486,7 +486,7 @@ class HubSimulator:
     def send_job_finished(self, job: Mapping[str, Any] | None = None, **fields: Any) -> HubResponse:
         """POST a finished job's record to the app's callback path.
 
-        ``job`` is a record from :func:`~bailing_flask.hub_payloads.job_record`
+        ``job`` is a record from :func:`~bailing_flask.hub.posts.job_record`
         (made from ``fields`` when not given).
         """
         record = dict(job) if job is not None else hub_payloads.job_record(**fields)

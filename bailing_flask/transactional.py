@@ -1,6 +1,6 @@
 """Exactly once: the idempotency record commits in the app's own database transaction.
 
-The store mode (:mod:`bailing_flask.idempotency`) reserves a call in a store
+The store mode (:mod:`bailing_flask._pipeline.idempotency`) reserves a call in a store
 of its own, runs the view, then records the answer. The view's commit and
 that record are two writes, so a crash between them leaves a call
 *uncertain*. In the transaction mode there is one write: the reservation
@@ -52,11 +52,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
-from ._wsgi_headers import is_hop_by_hop
-from .errors import ConfigurationError
-from .lint.codes import Finding, finding
-from .responses import ErrorInfo
-from .stores.base import (
+from bailing_flask.wire.headers import is_hop_by_hop
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.lint.codes import Finding, finding
+from bailing_flask.responses import ErrorInfo
+from bailing_flask.stores.base import (
     Entry,
     EntryMeta,
     ListState,
@@ -70,9 +70,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import MetaData, Table
     from sqlalchemy.orm import Session
 
-    from .context import ToolCall
-    from .idempotency import Idempotency
-    from .registry import Tool
+    from bailing_flask.context import ToolCall
+    from bailing_flask._pipeline.idempotency import Idempotency
+    from bailing_flask._pipeline.registry import Tool
 
 __all__ = [
     "TABLE_NAME",
@@ -948,7 +948,7 @@ class TransactionalIdempotency:
         return self._adapter
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
-        from .idempotency import call_key
+        from bailing_flask._pipeline.idempotency import call_key
 
         adapter = self.adapter()
         if adapter is None:
@@ -1109,7 +1109,7 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
 
 def findings(app: Any, tool: Tool) -> list[Finding]:
     """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    from .idempotency import Idempotency
+    from bailing_flask._pipeline.idempotency import Idempotency
     if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
         return []
     out: list[Finding] = []

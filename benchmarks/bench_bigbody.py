@@ -172,8 +172,8 @@ class Bench:
     """The guarded app plus a signed environ template for ``size`` bytes."""
 
     def __init__(self, size: int = BODY_SIZE) -> None:
-        from bailing_flask.signing import canonical_tool_call
-        from bailing_flask.wsgi import BailingMiddleware
+        from bailing_flask.wire.signing import canonical_tool_call
+        from bailing_flask.wire.middleware import BailingMiddleware
 
         self.size = size
         self.app = BailingMiddleware(

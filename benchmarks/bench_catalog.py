@@ -55,7 +55,7 @@ from pydantic import BaseModel, Field, create_model
 from bailing_flask import Bailing, Param, tool
 from bailing_flask.extension import BailingState
 from bailing_flask.testing import catalog_headers
-from bailing_flask.wsgi import ENVIRON_KEY
+from bailing_flask.wire.middleware import ENVIRON_KEY
 
 from ._harness import Result, compare, quartiles, ratio_result, skipped_result
 from ._wsgi import base_environ

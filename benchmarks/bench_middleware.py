@@ -28,9 +28,9 @@ from typing import Any
 
 from flask import Flask
 
-from bailing_flask.signing import Verifier
+from bailing_flask.wire.signing import Verifier
 from bailing_flask.testing import signed_headers
-from bailing_flask.wsgi import ENVIRON_KEY, BailingMiddleware
+from bailing_flask.wire.middleware import ENVIRON_KEY, BailingMiddleware
 
 from ._harness import Result, compare, quartiles, ratio_result
 from ._wsgi import Sink, add_headers, base_environ, call_once

@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 from bailing_flask.testing import HubSimulator
-from bailing_flask.wsgi import ENVIRON_KEY
+from bailing_flask.wire.middleware import ENVIRON_KEY
 
 from . import _apps
 from ._harness import Result, Rounds, compare, quartiles, ratio_result

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import time
 
-from bailing_flask.signing import Verifier, canonical_tool_call, sign_tool_call
+from bailing_flask.wire.signing import Verifier, canonical_tool_call, sign_tool_call
 
 from ._harness import Result, compare, ratio_result
 

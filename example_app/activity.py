@@ -25,7 +25,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, abort, flash, redirect, render_template, request, url_for
 
-from bailing_flask.hub_client import HubError
+from bailing_flask.hub.client import HubError
 from bailing_flask.signals import audit_record
 
 from .auth import current_user, login_required

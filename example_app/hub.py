@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from bailing_flask import Bailing, ToolCall
-from bailing_flask.payloads import ApprovalRequest
+from bailing_flask.hub.payloads import ApprovalRequest
 from bailing_flask.transactional import DBAPITransaction
 
 from . import services

@@ -164,7 +164,7 @@ def uwsgi_serving(module: str, env: dict[str, str] | None = None,
 
 
 def gunicorn_serving(app_spec: str, env: dict[str, str] | None = None, workers: int = 1) -> Any:
-    """gunicorn on ``app_spec`` (e.g. ``"tests.live_apps:middleware_app()"``)."""
+    """gunicorn on ``app_spec`` (e.g. ``"tests.apps.live_apps:middleware_app()"``)."""
     port = _free_port()
     command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
                "--graceful-timeout", "2", app_spec]

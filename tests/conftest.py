@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import http.client
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import settings as _hypothesis_settings
 from werkzeug.serving import make_server
 
-from hypothesis import settings as _hypothesis_settings
+from .helpers import STRONG_SECRET, VECTOR_TS, FrozenClock, free_port
 
 # No per-example deadline: a deadline is a timing assertion, and fails on a busy machine.
 _hypothesis_settings.register_profile("bailing", deadline=None)
@@ -20,72 +19,11 @@ _hypothesis_settings.load_profile("bailing")
 # PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
 pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "pytester"]
 
-#: The secret of the hub's frozen test vectors (CONTRACT.md §2.5).
-HUB_SECRET = "bailing-test-secret"
-#: The ts of every frozen vector.
-VECTOR_TS = 1718000000
-#: A secret long enough not to trigger the short-secret warning.
-STRONG_SECRET = "s3cr3t-for-tests-0123456789abcdefghijklmnop"
-
-
-class FrozenClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture
 def vector_clock() -> FrozenClock:
     """A clock standing at the frozen vectors' timestamp."""
     return FrozenClock(VECTOR_TS)
-
-
-@dataclass
-class RawResponse:
-    status: int
-    headers: http.client.HTTPMessage
-    body: bytes
-
-
-def raw_request(
-    base_url: str,
-    method: str,
-    target: str,
-    headers: dict[str, str] | None = None,
-    body: bytes | Iterable[bytes] | None = None,
-    *,
-    chunked: bool = False,
-) -> RawResponse:
-    """Send one request with the request-target exactly as given (no re-quoting).
-
-    Header values are sent as ISO-8859-1 bytes, which is how the hub's HTTP
-    client sends characters up to U+00FF.
-    """
-    host, port = base_url.split("//", 1)[1].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.putrequest(method, target, skip_accept_encoding=True)
-        for name, value in (headers or {}).items():
-            conn.putheader(name, value.encode("latin-1"))
-        if chunked:
-            conn.putheader("Transfer-Encoding", "chunked")
-            conn.endheaders()
-            for piece in body or []:
-                conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-            conn.send(b"0\r\n\r\n")
-        else:
-            data = body if isinstance(body, bytes) else b"".join(body or [])
-            if data or method not in ("GET", "HEAD"):
-                conn.putheader("Content-Length", str(len(data)))
-            conn.endheaders(data or None)
-        response = conn.getresponse()
-        return RawResponse(response.status, response.headers, response.read())
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -114,8 +52,8 @@ def live_server() -> Iterator[Callable[..., str]]:
 
 @pytest.fixture
 def authz_app():
-    """The multi-tenant fixture app of tests/authz_app.py."""
-    from .authz_app import create_app
+    """The multi-tenant fixture app of tests/apps/authz_app.py."""
+    from .apps.authz_app import create_app
 
     app, _ = create_app()
     return app
@@ -140,19 +78,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(_MARKER_FIXTURES[fixture])
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def gunicorn():
     """Start real gunicorn servers in subprocesses: ``start(app_spec, workers=1, env={})``.
 
-    ``app_spec`` is a gunicorn app spec such as ``"tests.idem_app:create_app()"``.
+    ``app_spec`` is a gunicorn app spec such as ``"tests.apps.idem_app:create_app()"``.
     Returns the base URL once the port accepts connections; every server is
     stopped at the end of the test.
     """

@@ -25,8 +25,8 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from bailing_flask.doctor import run_doctor
 
-from .conftest import STRONG_SECRET
-from .doctor_apps import (
+from .helpers import STRONG_SECRET
+from .apps.doctor_apps import (
     CachingProxy,
     ForwardingProxy,
     create_shop_app,

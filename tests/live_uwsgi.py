@@ -1,7 +1,7 @@
-"""The echo app of :mod:`tests.live_apps` as a module uWSGI can load (``--module``)."""
+"""The echo app of :mod:`tests.apps.live_apps` as a module uWSGI can load (``--module``)."""
 
 from __future__ import annotations
 
-from .live_apps import middleware_app
+from .apps.live_apps import middleware_app
 
 application = middleware_app()

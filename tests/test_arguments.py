@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bailing_flask.testing import signed_headers
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 def test_valid_query_is_parsed_into_the_model(hub):

@@ -13,8 +13,8 @@ from flask import Flask
 from bailing_flask import Bailing, ConfigurationError, ToolDeclarationError, sign_callback, tool
 from bailing_flask.testing import HubSimulator
 
-from .async_app import CLIENT_TOKEN, create_app
-from .conftest import STRONG_SECRET
+from .apps.async_app import CLIENT_TOKEN, create_app
+from .helpers import STRONG_SECRET
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from bailing_flask import Bailing, get_current_call, tool
 from bailing_flask.testing import HubSimulator
 
 from ._servers import post_chunked_until_refused
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 from .test_callback_limits import CLIENT_TOKEN, JOB_PATH, LIMIT, CountingInput
 from .test_callback_limits import make_app as callback_app
 from .test_signed_is_routed import HTTPMethodOverrideMiddleware
@@ -220,7 +220,7 @@ def test_three_huge_unsigned_callbacks_with_a_double_slash_leave_a_gunicorn_work
     and no signature header: gunicorn keeps ``//`` in ``PATH_INFO``, the middleware
     does not recognise the callback path, Flask routes it to the callback anyway,
     and the worker's peak memory grows by the full 120 MiB body."""
-    base = gunicorn("tests.live_apps:callback_app()",
+    base = gunicorn("tests.apps.live_apps:callback_app()",
                     env={"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_TEST_CLIENT_TOKEN": CLIENT_TOKEN})
 
     def peak_kib() -> int:

@@ -23,10 +23,10 @@ from bailing_flask import Bailing, tool
 from bailing_flask import audit as audit_module
 from bailing_flask.audit import AUDIT_FIELDS
 from bailing_flask.signals import audit_record, signature_refused, tool_failed
-from bailing_flask.signing import sign_callback
+from bailing_flask.wire.signing import sign_callback
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 CLIENT_TOKEN = "client-token-for-audit-tests-0123456789"
 SECRET_IN_MESSAGE = "card 4111-1111-1111-1111"

@@ -11,7 +11,7 @@ from bailing_flask import Bailing, ErrorInfo, NotVerifiedError, current_call, cu
 from bailing_flask.signals import tool_called, tool_denied
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 def test_allowed_subject_reads_its_own_tenant(hub):

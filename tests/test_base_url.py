@@ -20,8 +20,8 @@ from bailing_flask import Bailing, ConfigurationError, tool
 from bailing_flask.doctor import run_doctor
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
-from .doctor_apps import ForwardingProxy, create_shop_app, strip_prefix
+from .helpers import STRONG_SECRET
+from .apps.doctor_apps import ForwardingProxy, create_shop_app, strip_prefix
 
 ORIGIN = "https://shop.example.com"
 CATALOG = "/.well-known/bailing/tools.json"
@@ -108,7 +108,7 @@ def test_prefix_stripping_wsgi_wrapper_in_process():
 
 @pytest.mark.parametrize("base_path", ["", "/api"])
 def test_gunicorn_script_name_with_either_base_url(gunicorn, base_path):
-    spec = f"tests.doctor_apps:create_shop_app(BAILING_BASE_URL={ORIGIN + base_path!r})"
+    spec = f"tests.apps.doctor_apps:create_shop_app(BAILING_BASE_URL={ORIGIN + base_path!r})"
     base = gunicorn(spec, env={"SCRIPT_NAME": "/api"})
     hub = HubSimulator(base + base_path, STRONG_SECRET, catalog_url=base + "/api" + CATALOG)
     exercise(hub, "/api" if base_path == "" else "")

@@ -19,12 +19,12 @@ from flask import Flask, jsonify
 from pydantic import BaseModel, Field
 
 from bailing_flask import Bailing, current_call, tool
-from bailing_flask.fake_hub import FakeHub
-from bailing_flask.hub_client import HubClient, HubConflictError
-from bailing_flask.payloads import ApprovalRequest
+from bailing_flask.hub.fake import FakeHub
+from bailing_flask.hub.client import HubClient, HubConflictError
+from bailing_flask.hub.payloads import ApprovalRequest
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 CLIENT_TOKEN = "client-token-business-approvals-0123456789"
 JOB = "6f1c2b1e-8d0a-4c7e-9a53-2f4b8c1d9e01"
@@ -152,7 +152,7 @@ def test_approved_here_then_called_with_the_same_arguments_runs_once(
 @pytest.fixture
 def bailing_fake_hub_for(request: pytest.FixtureRequest) -> Any:
     """The plugin's fake hub for an app built inside the test (the store is parametrized)."""
-    from bailing_flask.fake_hub import serve
+    from bailing_flask.hub.fake import serve
 
     stack: list[Any] = []
 

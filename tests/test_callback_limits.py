@@ -20,7 +20,7 @@ from flask import Flask
 from bailing_flask import Bailing, sign_callback
 
 from ._servers import post_chunked_until_refused
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 CLIENT_TOKEN = "client-token-0123456789-abcdefghijklmnop"
 JOB_PATH = "/.well-known/bailing/callbacks/job"
@@ -115,7 +115,7 @@ def test_a_callback_within_the_limit_is_still_handled(live_server):
 def test_three_huge_bogus_callbacks_leave_a_gunicorn_worker_flat(gunicorn):
     import urllib.request
 
-    base = gunicorn("tests.live_apps:callback_app()",
+    base = gunicorn("tests.apps.live_apps:callback_app()",
                     env={"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_TEST_CLIENT_TOKEN": CLIENT_TOKEN})
 
     def peak_kib() -> int:

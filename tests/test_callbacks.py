@@ -12,11 +12,11 @@ from flask import Flask, render_template_string
 from werkzeug.serving import make_server
 
 from bailing_flask import Bailing, sign_callback, tool
-from bailing_flask.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
-from bailing_flask.tickets import verify_ticket
+from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
+from bailing_flask.hub.tickets import verify_ticket
 
-from .conftest import STRONG_SECRET, raw_request
-from .fake_hub import FakeHub
+from .helpers import STRONG_SECRET, raw_request
+from bailing_flask.hub.fake import FakeHub
 
 CLIENT_TOKEN = "client-token-0123456789-abcdefghijklmnop"
 JOB_PATH = "/.well-known/bailing/callbacks/job"

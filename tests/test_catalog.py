@@ -11,10 +11,10 @@ from flask import Flask
 from openapi_spec_validator import validate
 
 from bailing_flask import Bailing, tool
-from bailing_flask.catalog import serialize
+from bailing_flask._pipeline.catalog import serialize
 
-from .catalog_app import create_app
-from .conftest import STRONG_SECRET
+from .apps.catalog_app import create_app
+from .helpers import STRONG_SECRET
 
 GOLDEN = Path(__file__).parent / "golden" / "catalog.json"
 

@@ -11,8 +11,8 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from bailing_flask import Bailing
 from bailing_flask.testing import catalog_headers
 
-from .catalog_app import create_app
-from .conftest import STRONG_SECRET, raw_request
+from .apps.catalog_app import create_app
+from .helpers import STRONG_SECRET, raw_request
 
 PATH = "/.well-known/bailing/tools.json"
 

@@ -8,9 +8,9 @@ from flask import Flask
 
 from bailing_flask import Bailing, tool
 
-from .authz_app import create_app as create_authz_app
-from .catalog_app import create_app as create_catalog_app
-from .conftest import STRONG_SECRET
+from .apps.authz_app import create_app as create_authz_app
+from .apps.catalog_app import create_app as create_catalog_app
+from .helpers import STRONG_SECRET
 
 
 def broken_app() -> Flask:

@@ -9,8 +9,8 @@ from flask import Flask
 
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .conftest import STRONG_SECRET
-from .legacy_app import create_app, notes
+from .helpers import STRONG_SECRET
+from .apps.legacy_app import create_app, notes
 
 
 def logged_in(app: Flask, name: str = "alice") -> tuple[Any, str]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from bailing_flask import Bailing, ToolDeclarationError, tool
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 class RowBody(BaseModel):

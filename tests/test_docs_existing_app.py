@@ -16,7 +16,7 @@ from bailing_flask import Bailing
 from bailing_flask.exercise import run_exercise
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
 

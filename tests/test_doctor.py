@@ -2,7 +2,7 @@
 
 Every scenario is a real server (Werkzeug's threaded server via the
 ``live_server`` fixture), with real proxies and middlewares in front of a
-real bailing_flask app (``tests/doctor_apps.py``): no mocks.
+real bailing_flask app (``tests/apps/doctor_apps.py``): no mocks.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from werkzeug.serving import make_server
 from bailing_flask import Bailing
 from bailing_flask.doctor import CHECK_NAMES, DoctorReport, run_doctor
 
-from .conftest import STRONG_SECRET
-from .doctor_apps import (
+from .helpers import STRONG_SECRET
+from .apps.doctor_apps import (
     CachingProxy,
     ForwardingProxy,
     create_shop_app,

@@ -15,9 +15,9 @@ from werkzeug.serving import make_server
 
 from bailing_flask.doctor import run_doctor
 
-from . import exercise_apps
-from .conftest import STRONG_SECRET
-from .legacy_app import create_app, notes
+from .apps import exercise_apps
+from .helpers import STRONG_SECRET
+from .apps.legacy_app import create_app, notes
 
 
 @pytest.fixture

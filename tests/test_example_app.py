@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from bailing_flask.fake_hub import FakeHub, serve
+from bailing_flask.hub.fake import FakeHub, serve
 from bailing_flask.testing import HubResponse, HubSimulator
 from example_app import create_app
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 SECRET = STRONG_SECRET
 TOOL_NAMES = {

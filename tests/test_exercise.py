@@ -18,10 +18,10 @@ from flask import Flask
 from bailing_flask.exercise import ExerciseReport, run_exercise
 from bailing_flask.testing import HubSimulator
 
-from . import exercise_apps
-from .async_app import create_app as create_async_app
-from .conftest import STRONG_SECRET
-from .legacy_app import create_app, notes
+from .apps import exercise_apps
+from .apps.async_app import create_app as create_async_app
+from .helpers import STRONG_SECRET
+from .apps.legacy_app import create_app, notes
 
 
 def failures(report: ExerciseReport) -> dict[tuple[str, str], Any]:
@@ -55,7 +55,7 @@ def test_row_global_before_request_guard():
     result = one(report, "tool api_notes_post", "probe")
     assert result.status == "fail" and "HTTP 401" in result.summary
     assert result.culprit == ("before_request function "
-                              "tests.legacy_app.create_app.<locals>.require_session answered 401")
+                              "tests.apps.legacy_app.create_app.<locals>.require_session answered 401")
     assert "bailing_flask.is_hub_request()" in result.fix
     assert not report.ok
 
@@ -128,17 +128,17 @@ def test_fresh_login_required_can_never_pass():
 
 @pytest.mark.parametrize("factory, check, culprit, fix", [
     (exercise_apps.redirecting, "probe",
-     "before_request function tests.exercise_apps.redirecting.<locals>.force_https answered 301",
+     "before_request function tests.apps.exercise_apps.redirecting.<locals>.force_https answered 301",
      "is_hub_request"),
     (exercise_apps.aborting_404, "probe",
-     "before_request function tests.exercise_apps.aborting_404.<locals>.retired_api_versions raised NotFound",
+     "before_request function tests.apps.exercise_apps.aborting_404.<locals>.retired_api_versions raised NotFound",
      "is_hub_request"),
     (exercise_apps.method_filter_405, "probe",
-     "before_request function tests.exercise_apps.method_filter_405.<locals>.no_deletes raised "
+     "before_request function tests.apps.exercise_apps.method_filter_405.<locals>.no_deletes raised "
      "MethodNotAllowed", "is_hub_request"),
     (exercise_apps.unrouted_404, "probe", "routing answered 404 before any view", "SERVER_NAME"),
     (exercise_apps.html_error_page, "probe",
-     "before_request function tests.exercise_apps.html_error_page.<locals>.open_tenant_db raised RuntimeError",
+     "before_request function tests.apps.exercise_apps.html_error_page.<locals>.open_tenant_db raised RuntimeError",
      "is_hub_request"),
 ])
 def test_other_answers_are_named(factory, check, culprit, fix):
@@ -187,7 +187,7 @@ def test_the_cli_exit_status_and_output():
     assert "exercise: " in good.output and " 0 failed" in good.output
     bad = create_app(guard="naive").test_cli_runner().invoke(args=["bailing", "check", "--exercise"])
     assert bad.exit_code == 1
-    assert "culprit: before_request function tests.legacy_app.create_app.<locals>.require_session" in bad.output
+    assert "culprit: before_request function tests.apps.legacy_app.create_app.<locals>.require_session" in bad.output
     assert "fix: make it step aside for hub requests" in bad.output
 
 

@@ -17,8 +17,8 @@ from flask_login import current_user
 from bailing_flask.signals import tool_denied
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .conftest import STRONG_SECRET, raw_request
-from .legacy_app import create_app
+from .helpers import STRONG_SECRET, raw_request
+from .apps.legacy_app import create_app
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_through_a_real_server(live_server):
 
 
 def test_through_gunicorn(gunicorn):
-    base = gunicorn("tests.legacy_app:create_app()")
+    base = gunicorn("tests.apps.legacy_app:create_app()")
     hub = HubSimulator(base, STRONG_SECRET)
     assert hub.call("api_me", subject="t1:alice").json() == {"name": "alice", "tenant": "t1"}
     refused = hub.call("api_notes_post", {"text": "x"}, subject="t1:bob")

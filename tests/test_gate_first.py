@@ -21,7 +21,7 @@ from flask_caching import Cache
 from bailing_flask import Bailing, get_current_call, tool
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 ALLOWED = {"t1:alice"}
 DATA = {"t1:alice": "alice's orders", "t1:mallory": "mallory's orders"}

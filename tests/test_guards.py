@@ -9,8 +9,8 @@ from flask import Blueprint, Flask, jsonify, request, session
 from bailing_flask import Bailing, is_hub_request, is_tool_call, tool
 from bailing_flask.testing import HubSimulator, catalog_headers, signed_headers
 
-from .conftest import STRONG_SECRET
-from .legacy_app import create_app
+from .helpers import STRONG_SECRET
+from .apps.legacy_app import create_app
 
 
 def make_app() -> tuple[Flask, list[tuple[str, str, bool, bool]]]:

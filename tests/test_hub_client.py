@@ -1,4 +1,4 @@
-"""HubClient against a hub stand-in over a real loopback socket (tests/fake_hub.py)."""
+"""HubClient against a hub stand-in over a real loopback socket (bailing_flask/hub/fake.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.hub_client import (
+from bailing_flask.hub.client import (
     DecisionResult,
     HubBadRequestError,
     HubClient,
@@ -29,10 +29,10 @@ from bailing_flask.hub_client import (
     HubUnavailableError,
     RunAccepted,
 )
-from bailing_flask.payloads import JobRecord, PayloadError, parse_approval_request
+from bailing_flask.hub.payloads import JobRecord, PayloadError, parse_approval_request
 
-from .conftest import FrozenClock, raw_request
-from .fake_hub import FakeHub
+from .helpers import FrozenClock, raw_request
+from bailing_flask.hub.fake import FakeHub
 
 CLIENT_TOKEN = "client-token-abc"
 OTHER_TOKEN = "other-client-token-0123456789"

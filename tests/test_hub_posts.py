@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 
 from bailing_flask import Bailing, tool
-from bailing_flask.hub_payloads import (
+from bailing_flask.hub.posts import (
     APPROVAL_ARGS_LIMIT,
     approval_request,
     args_hash,
@@ -25,7 +25,7 @@ from bailing_flask.hub_payloads import (
     job_record,
     render_prompt,
 )
-from bailing_flask.payloads import (
+from bailing_flask.hub.payloads import (
     ApprovalIntent,
     ApprovalRequest,
     DeliveryWebhook,
@@ -36,10 +36,10 @@ from bailing_flask.payloads import (
     parse_delivery,
     parse_job_record,
 )
-from bailing_flask.signing import sign_callback
+from bailing_flask.wire.signing import sign_callback
 from bailing_flask.testing import HubSimulator, canonical_json
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 CLIENT_TOKEN = "client-token-hub-posts-0123456789abcdef"
 JOB_ID = "2b0c8f3e-5a61-4d2e-9c1b-7e4f0a9d3c21"
@@ -227,8 +227,8 @@ def test_the_plugin_tests_an_approver_end_to_end(pytester: pytest.Pytester) -> N
         import pytest
         from flask import Flask
         from bailing_flask import Bailing, tool
-        from bailing_flask.hub_client import HubBadRequestError, HubConflictError
-        from bailing_flask.payloads import build_decision
+        from bailing_flask.hub.client import HubBadRequestError, HubConflictError
+        from bailing_flask.hub.payloads import build_decision
 
         TOKEN = "client-token-for-the-plugin-test-0123456789"
 

@@ -14,12 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bailing_flask import Bailing
-from bailing_flask.idempotency import REPLAY_HEADER
+from bailing_flask._pipeline.idempotency import REPLAY_HEADER
 from bailing_flask.stores import EntryMeta
 from bailing_flask.testing import HubRequest, HubSimulator
 
-from .conftest import STRONG_SECRET
-from .idem_app import create_app, side_effects
+from .helpers import STRONG_SECRET
+from .apps.idem_app import create_app, side_effects
 
 ARGS = {"order_id": 7, "amount": 12.5}
 
@@ -316,7 +316,7 @@ def test_50_concurrent_duplicates_on_4_gunicorn_workers_and_sqlite(gunicorn, tmp
            "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
            "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
            "IDEM_DEFER": defer}
-    base = gunicorn("tests.idem_app:create_app()", workers=4, env=env)
+    base = gunicorn("tests.apps.idem_app:create_app()", workers=4, env=env)
     hub = HubSimulator(base, STRONG_SECRET)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     statuses = _fire(hub, request, 50)
@@ -332,8 +332,8 @@ def test_50_concurrent_duplicates_across_two_app_processes_sharing_redis(gunicor
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_STORE": redis_server.url,
            "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_DELAY": "0.2",
            "IDEM_DEFER": defer}
-    first = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
-    second = HubSimulator(gunicorn("tests.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    first = HubSimulator(gunicorn("tests.apps.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    second = HubSimulator(gunicorn("tests.apps.idem_app:create_app()", workers=2, env=env), STRONG_SECRET)
     request = first.build_call("refund_create", ARGS, subject="t1:u1")
     with ThreadPoolExecutor(max_workers=50) as pool:
         statuses = [r.status for r in pool.map(
@@ -350,7 +350,7 @@ def test_worker_killed_during_the_side_effect_is_uncertain_and_resolvable(gunico
     env = {"BAILING_TEST_SECRET": STRONG_SECRET,
            "BAILING_STORE": f"sqlite:///{tmp_path / 'idem.sqlite3'}",
            "IDEM_DATABASE": str(tmp_path / "business.sqlite3"), "IDEM_LEASE": "1"}
-    base = gunicorn("tests.idem_app:create_app()", workers=2, env=env)
+    base = gunicorn("tests.apps.idem_app:create_app()", workers=2, env=env)
     hub = HubSimulator(base, STRONG_SECRET)
     request = hub.build_call("refund_create", {**ARGS, "die": True}, subject="t1:u1")
     with pytest.raises(Exception):  # the worker died: the connection is cut
@@ -366,7 +366,7 @@ def test_worker_killed_during_the_side_effect_is_uncertain_and_resolvable(gunico
     cli_env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent), **env)
 
     def flask(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "flask", "--app", "tests.idem_app:create_app",
+        done = subprocess.run([sys.executable, "-m", "flask", "--app", "tests.apps.idem_app:create_app",
                                "bailing", "idempotency", *args], env=cli_env, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0, done.stderr
@@ -386,7 +386,7 @@ def test_worker_killed_during_the_side_effect_is_uncertain_and_resolvable(gunico
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_reservation_tokens_are_unique_and_a_forked_worker_draws_new_ones():
-    from bailing_flask.idempotency import _TOKENS
+    from bailing_flask._pipeline.idempotency import _TOKENS
 
     tokens = {_TOKENS.next() for _ in range(1000)}
     assert len(tokens) == 1000
@@ -491,7 +491,7 @@ def test_workers_forked_by_uwsgi_without_telling_python_draw_their_own_tokens(uw
     at-fork hooks (unless --py-call-osafterfork): tokens must still differ per worker."""
     import urllib.request
 
-    base = uwsgi("tests.fork_app", extra=("--processes", "3"))
+    base = uwsgi("tests.apps.fork_app", extra=("--processes", "3"))
     seen: dict[str, set[str]] = {}
     for _ in range(200):
         with urllib.request.urlopen(base + "/", timeout=10) as answer:

@@ -14,9 +14,9 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from bailing_flask import BailingMiddleware
 from bailing_flask.testing import catalog_headers, signed_headers
-from bailing_flask.wsgi import ENVIRON_KEY
+from bailing_flask.wire.middleware import ENVIRON_KEY
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 
 def make_app() -> Flask:
@@ -69,7 +69,7 @@ def hub(method, target, body=b"", **kwargs):
     ["商品 x", "a+b", "é%25", "R&D ~*'()!", "semi;colon,comma=eq", "émoji-😀"],
 )
 def test_path_parameters_with_non_ascii_and_reserved_characters(server, value):
-    from bailing_flask._jsenc import encode_uri_component
+    from bailing_flask.wire.jsenc import encode_uri_component
 
     target = "/files/" + encode_uri_component(value)
     response = raw_request(server, "GET", target, hub("GET", target, subject="t1:u1"))
@@ -144,9 +144,9 @@ def test_app_mounted_under_a_prefix(live_server):
 
 def test_gunicorn_gives_the_raw_target(gunicorn):
     """gunicorn (a real pre-fork server) in a subprocess, with a prefix via SCRIPT_NAME."""
-    base = gunicorn("tests.live_apps:middleware_app()",
+    base = gunicorn("tests.apps.live_apps:middleware_app()",
                     env={"BAILING_TEST_SECRET": STRONG_SECRET, "SCRIPT_NAME": "/openapi"})
-    from bailing_flask._jsenc import encode_uri_component
+    from bailing_flask.wire.jsenc import encode_uri_component
 
     target = "/files/" + encode_uri_component("a/b?c d#é%")
     response = raw_request(base, "GET", "/openapi" + target + "?q=x+y%2Bz",

@@ -15,9 +15,9 @@ from werkzeug.wrappers import Response
 
 from bailing_flask import BailingMiddleware, ConfigurationError, SignatureError, sign_tool_call
 from bailing_flask.testing import catalog_headers, signed_headers
-from bailing_flask.wsgi import ENVIRON_KEY
+from bailing_flask.wire.middleware import ENVIRON_KEY
 
-from .conftest import HUB_SECRET, VECTOR_TS, FrozenClock
+from .helpers import HUB_SECRET, VECTOR_TS, FrozenClock
 
 
 def echo_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:

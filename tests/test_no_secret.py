@@ -27,7 +27,7 @@ from flask_sqlalchemy import SQLAlchemy
 from bailing_flask import Bailing, ConfigurationError, tool
 from bailing_flask.testing import HubSimulator, catalog_headers, signed_headers
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 
 def legacy_app(tmp_path: Path, **config: Any) -> Flask:

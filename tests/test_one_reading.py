@@ -24,9 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bailing_flask import Bailing, Param, SignatureError, Verifier, sign_tool_call, tool
-from bailing_flask.signing import canonical_tool_call, has_one_reading
+from bailing_flask.wire.signing import canonical_tool_call, has_one_reading
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 NOW = 1_800_000_000
 JOB = "9f1c2d3e-0000-4000-8000-000000000001"
@@ -143,7 +143,7 @@ def test_query_cut_body_hash_shift_is_refused_under_gunicorn(gunicorn):
     evil, original, subject = b'{"amount":999999}', b'{"amount":1}', "t1:u1"
     genuine_target = f"/orders?tag=x.{sha(evil)}.junk"
     signature = sign_tool_call(STRONG_SECRET, now, "POST", genuine_target, original, subject, JOB)
-    base = gunicorn("tests.live_apps:middleware_app()", env={"BAILING_TEST_SECRET": STRONG_SECRET})
+    base = gunicorn("tests.apps.live_apps:middleware_app()", env={"BAILING_TEST_SECRET": STRONG_SECRET})
     forged = raw_request(base, "POST", "/orders?tag=x",
                          headers(signature, f"junk.{sha(original)}.{subject}", ts=now), evil)
     assert forged.status == 401
@@ -285,7 +285,7 @@ realistic_values = st.one_of(
 @given(realistic_values, st.one_of(st.emails(), st.from_regex(r"t[0-9]:u[0-9]{1,6}", fullmatch=True)),
        st.binary(max_size=60))
 def test_realistic_hub_traffic_verifies(value, subject, body):
-    from bailing_flask._jsenc import url_search_params
+    from bailing_flask.wire.jsenc import url_search_params
 
     target = "/orders?" + url_search_params([("q", value), ("v", "1.0")])
     verifier = Verifier(STRONG_SECRET, clock=lambda: NOW)

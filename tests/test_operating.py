@@ -19,8 +19,8 @@ from bailing_flask.config_check import check_settings
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint import Finding
 
-from .catalog_app import create_app as create_catalog_app
-from .conftest import STRONG_SECRET
+from .apps.catalog_app import create_app as create_catalog_app
+from .helpers import STRONG_SECRET
 
 CLIENT_TOKEN = "client-token-operating-0123456789abcdef"
 

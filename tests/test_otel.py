@@ -23,7 +23,7 @@ from bailing_flask.errors import ConfigurationError  # noqa: E402
 from bailing_flask.otel import instrument  # noqa: E402
 from bailing_flask.testing import HubSimulator  # noqa: E402
 
-from .conftest import STRONG_SECRET  # noqa: E402
+from .helpers import STRONG_SECRET  # noqa: E402
 from .test_audit import create_app  # noqa: E402
 
 

@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field, HttpUrl, SecretStr
 
 from bailing_flask import Bailing, Param, ToolDeclarationError, tool
 from bailing_flask.lint import Finding
-from bailing_flask.param_hazards import CODES, classify
+from bailing_flask._pipeline.param_hazards import CODES, classify
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 @pytest.mark.parametrize(("name", "expected"), [

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from bailing_flask.errors import BailingError
-from bailing_flask.payloads import (
+from bailing_flask.hub.payloads import (
     ApprovalDecision,
     ApprovalRequest,
     DeliveryWebhook,
@@ -22,9 +22,9 @@ from bailing_flask.payloads import (
     parse_hub_post,
     parse_job_record,
 )
-from bailing_flask.signing import CallbackVerifier, sign_callback
+from bailing_flask.wire.signing import CallbackVerifier, sign_callback
 
-from .conftest import FrozenClock
+from .helpers import FrozenClock
 
 ARGS_HASH = "17b4db064e17f4878e391177e6ca623b798911f34014bc9e78920993d7dd27ad"
 V6_BODY = (

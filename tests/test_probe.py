@@ -10,8 +10,8 @@ from flask import Flask
 from bailing_flask import Bailing, tool
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, HubSimulator, signed_headers
 
-from .authz_app import create_app
-from .conftest import STRONG_SECRET, raw_request
+from .apps.authz_app import create_app
+from .helpers import STRONG_SECRET, raw_request
 
 PROBE = "/.well-known/bailing/authz-probe"
 

@@ -14,10 +14,10 @@ from pydantic import AliasPath, BaseModel, Field, SecretStr, StringConstraints
 
 from bailing_flask import Bailing, ToolDeclarationError, current_call, tool, tool_result
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.projection import RETURNS_BUDGET
+from bailing_flask._pipeline.projection import RETURNS_BUDGET
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 PHONE = "+86 138 0000 1001"
 NOTE = "called twice, VIP, do not refund without Alice"
@@ -539,7 +539,7 @@ def test_the_catalog_describes_the_declared_shape(hub: HubSimulator) -> None:
 def test_the_generated_text_stays_short_for_big_shapes() -> None:
     from pydantic import create_model
 
-    from bailing_flask.projection import Shaper
+    from bailing_flask._pipeline.projection import Shaper
 
     inner = create_model("Inner", **{f"nested_field_{i}": (int, 0) for i in range(30)})  # type: ignore[call-overload]
     big = create_model("Big", **{f"field_number_{i}": (inner, None) for i in range(40)})  # type: ignore[call-overload]

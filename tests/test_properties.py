@@ -15,7 +15,7 @@ from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from bailing_flask import BailingMiddleware, SignatureError, Verifier, sign_tool_call
 
-from .conftest import HUB_SECRET, VECTOR_TS, FrozenClock
+from .helpers import HUB_SECRET, VECTOR_TS, FrozenClock
 
 latin1_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=40)
 job_ids = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters="."),

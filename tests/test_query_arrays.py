@@ -19,7 +19,7 @@ from bailing_flask import Bailing, Param, current_call, tool
 from bailing_flask.lint import lint_document
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 class Filters(BaseModel):

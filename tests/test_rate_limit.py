@@ -10,8 +10,8 @@ from flask_limiter import Limiter
 from bailing_flask import Bailing, is_tool_call, rate_limit_key, tool
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .conftest import STRONG_SECRET
-from .legacy_app import create_app
+from .helpers import STRONG_SECRET
+from .apps.legacy_app import create_app
 
 
 def statuses(hub: HubSimulator, name: str, subject: str | None, times: int) -> list[int]:

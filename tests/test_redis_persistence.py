@@ -16,8 +16,8 @@ import pytest
 from bailing_flask.stores import EntryMeta, RedisStore, StoredResponse
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
-from .idem_app import create_app, side_effects
+from .helpers import STRONG_SECRET
+from .apps.idem_app import create_app, side_effects
 
 ARGS = {"order_id": 7, "amount": 12.5}
 

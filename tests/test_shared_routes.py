@@ -18,7 +18,7 @@ from bailing_flask import (
 )
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 class NoteBody(BaseModel):

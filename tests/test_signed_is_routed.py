@@ -21,7 +21,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from bailing_flask import Bailing, tool
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 
 class HTTPMethodOverrideMiddleware:
@@ -191,7 +191,7 @@ def test_the_hub_simulator_still_calls_every_tool():
 
 def test_a_forged_verified_call_without_the_middleware_snapshot_is_refused():
     """Something that puts a VerifiedCall into the environ by hand does not get past the gate."""
-    from bailing_flask.wsgi import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
+    from bailing_flask.wire.middleware import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
 
     app, ran = make_app()
 

@@ -20,9 +20,9 @@ from bailing_flask import (
     sign_tool_call,
     verify_callback,
 )
-from bailing_flask.signing import EMPTY_BODY_SHA256
+from bailing_flask.wire.signing import EMPTY_BODY_SHA256
 
-from .conftest import HUB_SECRET, STRONG_SECRET, VECTOR_TS, FrozenClock
+from .helpers import HUB_SECRET, STRONG_SECRET, VECTOR_TS, FrozenClock
 
 # --- the hub's frozen vectors -------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 from markupsafe import Markup
 
 from bailing_flask.errors import BailingError, ConfigurationError
-from bailing_flask.tickets import (
+from bailing_flask.hub.tickets import (
     DEFAULT_TICKET_TTL,
     Ticket,
     TicketError,
@@ -20,7 +20,7 @@ from bailing_flask.tickets import (
     widget_script_tag,
 )
 
-from .conftest import FrozenClock
+from .helpers import FrozenClock
 
 # The §9 example, verbatim.
 TOKEN = "client-token-abc"

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from bailing_flask.context import ToolCall
-from bailing_flask.wsgi import UnsignedHeaders, VerifiedCall
+from bailing_flask.wire.middleware import UnsignedHeaders, VerifiedCall
 
 
 class Body(BaseModel):

@@ -8,9 +8,9 @@ from flask.views import MethodView
 from pydantic import BaseModel
 
 from bailing_flask import Bailing, Param, ToolDeclarationError, tool, tool_defaults
-from bailing_flask.tools import ApprovalCondition, RateLimit, get_declaration
+from bailing_flask.declare import ApprovalCondition, RateLimit, get_declaration
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 
 
 def make_app() -> tuple[Flask, Bailing]:

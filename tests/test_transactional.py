@@ -19,12 +19,12 @@ from flask import Flask, jsonify
 
 from bailing_flask import Bailing, tool
 from bailing_flask.errors import ToolDeclarationError
-from bailing_flask.idempotency import REPLAY_HEADER
+from bailing_flask._pipeline.idempotency import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator, signed_headers
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, create_table_sql
 
-from .conftest import STRONG_SECRET, FrozenClock
-from .txn_app import count, create_app
+from .helpers import STRONG_SECRET, FrozenClock
+from .apps.txn_app import count, create_app
 
 ARGS = {"order_id": 7, "amount": 12.5}
 BACKENDS = ["sqlalchemy-sqlite", "sqlite3", "psycopg", "sqlalchemy-postgresql"]

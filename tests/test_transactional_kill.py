@@ -1,6 +1,6 @@
 """The transaction mode when a real worker process dies at the worst moments.
 
-A gunicorn worker is SIGKILLed (``tests/txn_app.py``, ``TXN_KILL_FILE``)
+A gunicorn worker is SIGKILLed (``tests/apps/txn_app.py``, ``TXN_KILL_FILE``)
 inside the view after its insert, after the answer was written into the
 record but before the COMMIT, after the COMMIT before anything was sent,
 and halfway through sending the answer. Whatever the moment, the same call
@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bailing_flask.idempotency import REPLAY_HEADER
+from bailing_flask._pipeline.idempotency import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator
 
-from .conftest import STRONG_SECRET
+from .helpers import STRONG_SECRET
 from .test_transactional import backend_config
-from .txn_app import count, query
+from .apps.txn_app import count, query
 
 #: the moment the worker dies -> whether the call's transaction had committed by then
 MOMENTS = {"in_view": False, "before_commit": False, "after_commit": True, "during_response": True}
@@ -33,7 +33,7 @@ def test_a_worker_killed_at_the_worst_moments_leaves_nothing_uncertain(kind, gun
     config = backend_config(kind, request, tmp_path)
     kill_file = tmp_path / "kill"
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "TXN_KILL_FILE": str(kill_file), **config}
-    hub = HubSimulator(gunicorn("tests.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    hub = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
     expected = 0
     for number, (moment, committed) in enumerate(MOMENTS.items(), start=1):
         call = hub.build_call("refund_create", {"order_id": number, "amount": 10}, subject="t1:u1")
@@ -67,8 +67,8 @@ def test_duplicates_sent_at_once_to_two_servers_sharing_the_database_run_once(ki
                                                                              request, tmp_path):
     config = backend_config(kind, request, tmp_path)
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "TXN_DELAY": "0.3", **config}
-    first = HubSimulator(gunicorn("tests.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
-    second = HubSimulator(gunicorn("tests.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    first = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    second = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
     call = first.build_call("refund_create", {"order_id": 1, "amount": 10}, subject="t1:u1")
     with ThreadPoolExecutor(max_workers=12) as pool:
         answers = list(pool.map(lambda i: (first if i % 2 else second).replay(call), range(12)))

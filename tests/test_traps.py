@@ -19,9 +19,9 @@ from bailing_flask import Bailing, BailingMiddleware, current_call, sign_callbac
 from bailing_flask.lint import compile_tools, lint_document
 from bailing_flask.responses import MAX_ERROR_BODY
 from bailing_flask.testing import HubSimulator, canonical_json, idempotency_key, signed_headers
-from bailing_flask.wsgi import ENVIRON_KEY
+from bailing_flask.wire.middleware import ENVIRON_KEY
 
-from .conftest import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request
 
 
 def _report(environ, start_response):

@@ -27,7 +27,7 @@ def run_mypy(*paths: str) -> tuple[str, int]:
 
 
 def test_the_typed_user_app_passes_mypy_strict():
-    output, status = run_mypy(str(HERE / "typed_app.py"))
+    output, status = run_mypy(str(HERE / "apps" / "typed_app.py"))
     assert status == 0, output
 
 
@@ -66,14 +66,14 @@ def test_types_survive_the_decorators_and_misspellings_are_type_errors(tmp_path)
     assert 'No overload variant of "tool" matches argument types "str", "str"' in output  # risk: Literal
     assert re.search(r'Revealed type is "def \(page: (builtins\.)?int\) -> (builtins\.)?str"', output)
     assert 'Revealed type is "flask.blueprints.Blueprint"' in output
-    assert 'Revealed type is "bailing_flask.hub_client.HubClient"' in output
+    assert 'Revealed type is "bailing_flask.hub.client.HubClient"' in output
 
 
 def test_the_typed_keywords_match_the_runtime_tables():
     """One fact in one place: the TypedDicts mirror ToolOptions and the settings table."""
     from bailing_flask._options import BailingKwargs, ToolKwargs
     from bailing_flask.settings import SETTINGS
-    from bailing_flask.tools import ToolOptions
+    from bailing_flask.declare import ToolOptions
 
     assert set(ToolKwargs.__annotations__) == set(ToolOptions.model_fields)
     settings = {s.key.removeprefix("BAILING_").lower() for s in SETTINGS} | {"secret"}

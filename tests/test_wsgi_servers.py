@@ -19,8 +19,8 @@ from bailing_flask import Bailing, BailingMiddleware, tool
 from bailing_flask.testing import HubSimulator, signed_headers
 
 from ._servers import gunicorn_serving, serving, uwsgi_serving
-from .conftest import STRONG_SECRET, raw_request
-from .live_apps import _echo
+from .helpers import STRONG_SECRET, raw_request
+from .apps.live_apps import _echo
 
 MAX_BODY = 1024
 IN_PROCESS = ("wsgiref", "waitress", "werkzeug")
@@ -33,7 +33,7 @@ def echo_server(request):
     """The middleware's echo app (bodies above 1 KiB refused) on each server."""
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_TEST_MAX_BODY": str(MAX_BODY)}
     if request.param == "gunicorn":
-        server = gunicorn_serving("tests.live_apps:middleware_app()", env=env)
+        server = gunicorn_serving("tests.apps.live_apps:middleware_app()", env=env)
     elif request.param == "uwsgi":
         server = uwsgi_serving("tests.live_uwsgi", env=env)
     else:

@@ -56,21 +56,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .call_checks import _CallChecks
-from .catalog_checks import _CatalogChecks
-from .classify import _boolean_decision as _boolean_decision
-from .codes import CHECKS
-from .constants import CLOCK_TOLERANCE as CLOCK_TOLERANCE
-from .constants import PROBE_BODY as PROBE_BODY
-from .constants import PROBE_SUBJECT as PROBE_SUBJECT
-from .constants import SPEC_MAX_BYTES as SPEC_MAX_BYTES
-from .constants import WELL_KNOWN_CATALOG as WELL_KNOWN_CATALOG
-from .constants import WINDOW_SECONDS as WINDOW_SECONDS
-from .constants import ZERO_SIGNATURE as ZERO_SIGNATURE
-from .report import CatalogAccess, Check, DoctorReport, ProbeOutcome
-from .report import CheckStatus as CheckStatus
-from .report import Policy as Policy
-from .transport import _parse_url
+from bailing_flask.doctor.call_checks import _CallChecks
+from bailing_flask.doctor.catalog_checks import _CatalogChecks
+from bailing_flask.doctor.classify import _boolean_decision as _boolean_decision
+from bailing_flask.doctor.codes import CHECKS
+from bailing_flask.doctor.constants import CLOCK_TOLERANCE as CLOCK_TOLERANCE
+from bailing_flask.doctor.constants import PROBE_BODY as PROBE_BODY
+from bailing_flask.doctor.constants import PROBE_SUBJECT as PROBE_SUBJECT
+from bailing_flask.doctor.constants import SPEC_MAX_BYTES as SPEC_MAX_BYTES
+from bailing_flask.doctor.constants import WELL_KNOWN_CATALOG as WELL_KNOWN_CATALOG
+from bailing_flask.doctor.constants import WINDOW_SECONDS as WINDOW_SECONDS
+from bailing_flask.doctor.constants import ZERO_SIGNATURE as ZERO_SIGNATURE
+from bailing_flask.doctor.report import CatalogAccess, Check, DoctorReport, ProbeOutcome
+from bailing_flask.doctor.report import CheckStatus as CheckStatus
+from bailing_flask.doctor.report import Policy as Policy
+from bailing_flask.doctor.transport import _parse_url
 
 __all__ = [
     "CHECK_NAMES",

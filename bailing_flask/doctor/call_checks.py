@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-from .._jsenc import js_trim as _js_trim
-from ..lint import CompiledTool, ProbeTarget, authz_probe_target, compile_tools
-from ..signing import sign_tool_call
-from .classify import (
+from bailing_flask.wire.jsenc import js_trim as _js_trim
+from bailing_flask.lint import CompiledTool, ProbeTarget, authz_probe_target, compile_tools
+from bailing_flask.wire.signing import sign_tool_call
+from bailing_flask.doctor.classify import (
     _KNOWN_REASONS,
     _SIGNATURE_REASONS,
     _cache_hits,
@@ -16,7 +16,7 @@ from .classify import (
     _reason_of,
     _server_time,
 )
-from .constants import (
+from bailing_flask.doctor.constants import (
     _DOCTOR_MARKER,
     _T8,
     CLOCK_TOLERANCE,
@@ -25,9 +25,9 @@ from .constants import (
     WINDOW_SECONDS,
     ZERO_SIGNATURE,
 )
-from .diagnose import _Diagnosis
-from .report import Check, ProbeOutcome
-from .transport import _Exchange
+from bailing_flask.doctor.diagnose import _Diagnosis
+from bailing_flask.doctor.report import Check, ProbeOutcome
+from bailing_flask.doctor.transport import _Exchange
 
 
 class _CallChecks(_Diagnosis):
@@ -348,8 +348,8 @@ class _CallChecks(_Diagnosis):
             self.skip("write_tools", "the authorization probe did not deny the probe subject, so it might "
                       "be authorized somewhere: no write request was sent")
             return
-        from .._samples import sample_arguments
-        from ..testing import HubSimulator
+        from bailing_flask._pipeline.samples import sample_arguments
+        from bailing_flask.testing import HubSimulator
 
         hub = HubSimulator(self.base_url, self.secret, client="__probe__",
                            clock=lambda: float(self.now()))

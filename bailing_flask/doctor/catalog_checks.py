@@ -7,10 +7,10 @@ import uuid
 from typing import Any
 from urllib.parse import urljoin
 
-from .._jsenc import js_trim as _js_trim
-from ..lint import compile_tools, lint_document
-from ..signing import sign_tool_call
-from .classify import (
+from bailing_flask.wire.jsenc import js_trim as _js_trim
+from bailing_flask.lint import compile_tools, lint_document
+from bailing_flask.wire.signing import sign_tool_call
+from bailing_flask.doctor.classify import (
     _PROTECTED_NEGATIVE,
     _cache_hits,
     _cache_layers,
@@ -18,10 +18,10 @@ from .classify import (
     _negative_access,
     _primary_access,
 )
-from .constants import SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, ZERO_SIGNATURE, _T8
-from .diagnose import _Diagnosis, _unique
-from .report import CatalogAccess, Check, CheckStatus
-from .transport import _Exchange, _parse_url, _short
+from bailing_flask.doctor.constants import SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, ZERO_SIGNATURE, _T8
+from bailing_flask.doctor.diagnose import _Diagnosis, _unique
+from bailing_flask.doctor.report import CatalogAccess, Check, CheckStatus
+from bailing_flask.doctor.transport import _Exchange, _parse_url, _short
 
 
 class _CatalogChecks(_Diagnosis):

@@ -17,10 +17,10 @@ import email.utils
 import json
 from typing import Any
 
-from .._jsenc import js_trim as _js_trim
-from ..lint import ProbeTarget
-from .report import AccessStatus, CatalogAccess, Policy, ProbeOutcome, ProbeStatus
-from .transport import _Exchange, _short
+from bailing_flask.wire.jsenc import js_trim as _js_trim
+from bailing_flask.lint import ProbeTarget
+from bailing_flask.doctor.report import AccessStatus, CatalogAccess, Policy, ProbeOutcome, ProbeStatus
+from bailing_flask.doctor.transport import _Exchange, _short
 
 _PROTECTED_NEGATIVE = frozenset({401, 403, 404})
 _SIGNATURE_REASONS = frozenset(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lint.codes import HubRef
+from bailing_flask.lint.codes import HubRef
 
 __all__ = ["DoctorCheck", "Verdict", "CHECKS", "STATUSES", "ACCESS_VERDICTS", "PROBE_VERDICTS"]
 

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from ..lint import CompiledTool
-from ..signing import sign_tool_call
-from .classify import _server_time
-from .constants import CLOCK_TOLERANCE, SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, WINDOW_SECONDS
-from .report import Check
-from .session import _Session
-from .transport import _Exchange, _parse_url
+from bailing_flask.lint import CompiledTool
+from bailing_flask.wire.signing import sign_tool_call
+from bailing_flask.doctor.classify import _server_time
+from bailing_flask.doctor.constants import CLOCK_TOLERANCE, SPEC_MAX_BYTES, WELL_KNOWN_CATALOG, WINDOW_SECONDS
+from bailing_flask.doctor.report import Check
+from bailing_flask.doctor.session import _Session
+from bailing_flask.doctor.transport import _Exchange, _parse_url
 
 
 def _prefix_of(path: str, suffix: str) -> str | None:

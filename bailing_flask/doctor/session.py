@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .constants import WELL_KNOWN_CATALOG
-from .report import CatalogAccess, Check, Policy, ProbeOutcome
-from .transport import _Exchange, _parse_url, _Transport
+from bailing_flask.doctor.constants import WELL_KNOWN_CATALOG
+from bailing_flask.doctor.report import CatalogAccess, Check, Policy, ProbeOutcome
+from bailing_flask.doctor.transport import _Exchange, _parse_url, _Transport
 
 
 @dataclass

@@ -28,13 +28,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .codes import Finding
-from .codes import Origin as Origin
-from .codes import Severity as Severity
+from bailing_flask.lint.codes import Finding
+from bailing_flask.lint.codes import Origin as Origin
+from bailing_flask.lint.codes import Severity as Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .compiler import CompiledTool, compile_names, compile_tools
-    from .probe import ProbeTarget, authz_probe_target
+    from bailing_flask.lint.compiler import CompiledTool, compile_names, compile_tools
+    from bailing_flask.lint.probe import ProbeTarget, authz_probe_target
 
 #: Loaded on first use: the registry needs only the codes table at start-up, and
 #: the compiler and hazards are most of this package's import time.
@@ -77,8 +77,8 @@ def lint_document(document: object, *, trusted: bool = False) -> list[Finding]:
     just built from plain JSON values, where it only costs time. Findings
     are the same, possibly in another order.
     """
-    from .compiler import _Compiler, _Operation, _prepare, _too_deep
-    from .hazards import _Hazards
+    from bailing_flask.lint.compiler import _Compiler, _Operation, _prepare, _too_deep
+    from bailing_flask.lint.hazards import _Hazards
 
     doc: dict[str, Any] | None
     invalid: Finding | None

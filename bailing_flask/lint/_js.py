@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._jsenc import js_property_order, js_string, json_stringify
-from .._jsenc import js_trim as _js_trim
+from bailing_flask.wire.jsenc import js_property_order, js_string, json_stringify
+from bailing_flask.wire.jsenc import js_trim as _js_trim
 
 
 _DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -35,10 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._jsenc import js_property_order, json_stringify
-from .._jsenc import js_trim as _js_trim
-from .._jsenc import utf16_slice as _utf16_slice
-from ._js import (
+from bailing_flask.wire.jsenc import js_property_order, json_stringify
+from bailing_flask.wire.jsenc import js_trim as _js_trim
+from bailing_flask.wire.jsenc import utf16_slice as _utf16_slice
+from bailing_flask.lint._js import (
     _HubCrash,
     _NotJson,
     _Props,
@@ -58,7 +58,7 @@ from ._js import (
     _truthy,
     _unique,
 )
-from .codes import Finding, finding
+from bailing_flask.lint.codes import Finding, finding
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._jsenc import js_trim as _js_trim
-from .._jsenc import utf16_len as _utf16_len
-from ._js import (
+from bailing_flask.wire.jsenc import js_trim as _js_trim
+from bailing_flask.wire.jsenc import utf16_len as _utf16_len
+from bailing_flask.lint._js import (
     _MAX_EXACT_INTEGER,
     _HubCrash,
     _describe,
@@ -29,8 +29,8 @@ from ._js import (
     _to_number,
     _truthy,
 )
-from .codes import Finding, finding
-from .compiler import (
+from bailing_flask.lint.codes import Finding, finding
+from bailing_flask.lint.compiler import (
     _CAP,
     _LOCATIONS,
     _MAX_DESCRIPTION,
@@ -40,7 +40,7 @@ from .compiler import (
     _Operation,
     _schema_types,
 )
-from .probe import _MAX_PROBE_PATH, _PROBE, _valid_root_probe
+from bailing_flask.lint.probe import _MAX_PROBE_PATH, _PROBE, _valid_root_probe
 
 
 _SIDE_EFFECTS = frozenset({"none", "read", "write", "notify", "external"})

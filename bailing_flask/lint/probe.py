@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._jsenc import utf16_len as _utf16_len
-from .._jsenc import utf16_slice as _utf16_slice
-from ._js import _dig, _entries, _label, _or, _truthy
-from .compiler import _MAX_NAME, _prepare, _slug, compile_tools
+from bailing_flask.wire.jsenc import utf16_len as _utf16_len
+from bailing_flask.wire.jsenc import utf16_slice as _utf16_slice
+from bailing_flask.lint._js import _dig, _entries, _label, _or, _truthy
+from bailing_flask.lint.compiler import _MAX_NAME, _prepare, _slug, compile_tools
 
 
 @dataclass(frozen=True)

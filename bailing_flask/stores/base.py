@@ -49,8 +49,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ..errors import BailingError
-from .approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.errors import BailingError
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
 
 logger = logging.getLogger("bailing_flask")
 

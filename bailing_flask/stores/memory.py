@@ -18,8 +18,8 @@ import time
 from itertools import islice
 from typing import Any
 
-from .approvals import ApprovalRecord, ApprovalStatus, check_approval_id, check_decision, retention
-from .base import (
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, check_approval_id, check_decision, retention
+from bailing_flask.stores.base import (
     RESOLVED_TOKEN,
     Clock,
     Entry,

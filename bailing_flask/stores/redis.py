@@ -42,8 +42,8 @@ from heapq import nsmallest
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
-from .approvals import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores.approvals import (
     ApprovalRecord,
     ApprovalStatus,
     check_approval_id,
@@ -52,7 +52,7 @@ from .approvals import (
     encode_request,
     retention,
 )
-from .base import (
+from bailing_flask.stores.base import (
     _INF,
     RESOLVED_TOKEN,
     Clock,

@@ -43,8 +43,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigurationError
-from .approvals import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores.approvals import (
     ApprovalRecord,
     ApprovalStatus,
     check_approval_id,
@@ -53,7 +53,7 @@ from .approvals import (
     encode_request,
     retention,
 )
-from .base import (
+from bailing_flask.stores.base import (
     _INF,
     RESOLVED_TOKEN,
     Clock,

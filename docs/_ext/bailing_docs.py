@@ -30,7 +30,7 @@ drift from it:
 
 ``.. bailing-json::``
     The JSON of a Python expression, evaluated with the builders of
-    :mod:`bailing_flask.hub_payloads` and the samples below in scope
+    :mod:`bailing_flask.hub.posts` and the samples below in scope
     (``JOB``, ``capability(...)``), so the payloads shown are the ones the
     package builds and its typed models read.
 """
@@ -395,7 +395,7 @@ class AuditFieldsDirective(SphinxDirective):
 
 
 def _sample_namespace() -> dict[str, Any]:
-    from bailing_flask import hub_payloads
+    from bailing_flask.hub import posts as hub_payloads
 
     job = hub_payloads.job_record(
         job_id="7d7f0c5e-2b8a-4f7e-9d43-1c2a9e5b6f10", request_id="crm-ticket-4711",
@@ -438,7 +438,7 @@ class JsonDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         import json
 
-        self.env.note_dependency(_module_file("bailing_flask.hub_payloads"))
+        self.env.note_dependency(_module_file("bailing_flask.hub.posts"))
         expression = "\n".join(self.content)
         try:
             value = eval(expression, _sample_namespace())  # noqa: S307 - the docs' own text

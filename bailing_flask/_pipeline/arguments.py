@@ -1,0 +1,265 @@
+"""Validate a call's arguments against the same declaration that built the catalog.
+
+The hub places undeclared arguments in the query (GET) or the body (other
+methods), so an unknown parameter means the model invented one: refuse it
+by name. Type errors name the parameter and what was expected, never the
+submitted value (the model sees error bodies; values may be personal data).
+
+Query values arrive as the hub's ``String(value)``: booleans as ``true`` /
+``false``, numbers in JavaScript's shortest form (``9.9``, ``1e+21``), and
+an array as its items joined with ``,`` in a single pair (``tags=a%2Cb``).
+An array-typed query parameter is therefore split on ``,`` before it is
+validated (``tags=`` is the empty array), so ``list[str]``, ``list[int]``,
+``list[bool]`` and the like receive what the model sent -- except items
+that contain ``,`` themselves, which the linter points out.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+from types import MappingProxyType
+from typing import Any
+
+from flask import Request, current_app
+from pydantic import BaseModel, ValidationError
+
+from bailing_flask._pipeline.registry import Tool
+from bailing_flask.wire.middleware import AS_VERIFIED_KEY
+
+__all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
+
+_EXPECTED = {
+    "int": "integer",
+    "float": "number",
+    "decimal": "number",
+    "bool": "boolean",
+    "string": "string",
+    "str": "string",
+    "dict": "object",
+    "model": "object",
+    "list": "array",
+    "tuple": "array",
+    "uuid": "UUID string",
+    "date": "date (YYYY-MM-DD)",
+    "datetime": "date-time (ISO 8601)",
+    "enum": "one of the declared values",
+    "literal": "one of the declared values",
+}
+#: error types whose message may quote the submitted value
+_OPAQUE = {"value_error", "assertion_error", "union_tag_invalid", "url_parsing", "json_invalid"}
+
+
+class ArgumentError(Exception):
+    """Arguments refused; ``reason`` is a stable code, ``errors`` names parameters."""
+
+    def __init__(self, reason: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.errors = errors
+
+
+class ValidatedArguments:
+    __slots__ = ("args", "query", "body")
+
+    def __init__(self, args: dict[str, Any], query: BaseModel | None, body: BaseModel | None) -> None:
+        self.args = MappingProxyType(args)
+        self.query = query
+        self.body = body
+
+
+def _expected(error_type: str, schema: dict[str, Any] | None) -> str | None:
+    if schema and isinstance(schema.get("type"), str):
+        if "enum" in schema:
+            return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+        return str(schema["type"])
+    prefix = error_type.split("_", 1)[0]
+    return _EXPECTED.get(prefix)
+
+
+def _describe_errors(
+    exc: ValidationError, location: str, properties: dict[str, Any]
+) -> list[dict[str, Any]]:
+    described = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = [str(part) for part in err["loc"]]
+        name = ".".join(loc) if loc else "(body)"
+        schema = properties.get(loc[0]) if loc else None
+        entry: dict[str, Any] = {"parameter": name, "location": location, "problem": err["type"]}
+        expected = _expected(err["type"], schema if len(loc) == 1 else None)
+        if err["type"] == "missing":
+            entry["message"] = "This parameter is required."
+        elif err["type"] in _OPAQUE:
+            entry["message"] = "The value is not valid for this parameter."
+        else:
+            entry["message"] = str(err["msg"])
+        if expected:
+            entry["expected"] = expected
+        described.append(entry)
+    return described
+
+
+@functools.lru_cache(maxsize=1024)
+def _allows_extra(model: type[BaseModel]) -> bool:
+    return model.model_config.get("extra") in ("allow", "ignore")
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    """The names a model accepts (computed once per model, not per call)."""
+    names = set()
+    for name, info in model.model_fields.items():
+        names.add(info.validation_alias if isinstance(info.validation_alias, str) else (info.alias or name))
+    return frozenset(names)
+
+
+def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
+    return dict((schema or {}).get("properties") or {})
+
+
+def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+    model = tool.query_model
+    if not request.environ.get("QUERY_STRING"):  # the common POST: nothing to parse
+        if model is None:
+            return None, {}
+        return _checked_query(tool, model, {})
+    args = request.args
+    repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
+    if repeated:
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": k, "location": "query", "problem": "repeated",
+             "message": "This parameter was sent more than once."} for k in repeated
+        ])
+    model = tool.query_model
+    if model is None:
+        unknown = sorted(args.keys())
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in unknown
+            ])
+        return None, {}
+    if not _allows_extra(model):
+        unknown = sorted(set(args.keys()) - _field_names(model))
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in unknown
+            ])
+    return _checked_query(tool, model, args.to_dict())
+
+
+def _checked_query(
+    tool: Tool, model: type[BaseModel], values: dict[str, Any]
+) -> tuple[BaseModel, dict[str, Any]]:
+    properties = tool.query_properties
+    try:
+        query = model.model_validate(_as_the_hub_sent_them(values, properties))
+    except ValidationError as exc:
+        raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
+    return query, query.model_dump()
+
+
+def _is_array(schema: Any) -> bool:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    return raw == "array" or (isinstance(raw, list) and "array" in raw)
+
+
+def _as_the_hub_sent_them(values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    """Split the comma-joined value of every array-typed query parameter."""
+    for name, schema in properties.items():
+        value = values.get(name)
+        if isinstance(value, str) and _is_array(schema):
+            values[name] = value.split(",") if value else []
+    return values
+
+
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_data(request: Request) -> dict[str, Any]:
+    """A human's HTML form, field by field (a field sent twice is refused like a repeated query)."""
+    form = request.form
+    repeated = sorted(k for k in form if len(form.getlist(k)) > 1)
+    if repeated:
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": k, "location": "body", "problem": "repeated",
+             "message": "This parameter was sent more than once."} for k in repeated
+        ])
+    data = form.to_dict()
+    if "csrf" in current_app.extensions:  # Flask-WTF's token is the form's, not an argument
+        data.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
+    return data
+
+
+def _raw_body(request: Request) -> bytes:
+    """The body bytes, without a copy through Werkzeug when the verifier holds them in memory.
+
+    The stream handed to the app is left where it is, so the view can still
+    read it (``request.get_json()``, ``request.stream``).
+    """
+    environ = request.environ
+    stream = environ.get("wsgi.input")
+    seen = environ.get(AS_VERIFIED_KEY)
+    if seen is not None and stream is seen.stream and stream.__class__ is io.BytesIO:
+        return stream.getvalue()
+    return request.get_data(cache=True)
+
+
+def _validate_body(
+    tool: Tool, request: Request, human: bool = False
+) -> tuple[BaseModel | None, dict[str, Any]]:
+    if tool.method == "GET":
+        return None, {}
+    if human and request.mimetype in _FORM_TYPES:
+        data: Any = _form_data(request)
+    elif (raw := _raw_body(request)).strip() == b"":
+        data = {}
+    else:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ArgumentError("invalid_body", [
+                {"parameter": "(body)", "location": "body", "problem": "json_invalid",
+                 "message": "The body is not valid JSON."}
+            ]) from None
+    if not isinstance(data, dict):
+        raise ArgumentError("invalid_body", [
+            {"parameter": "(body)", "location": "body", "problem": "not_an_object",
+             "message": "The body must be a JSON object.", "expected": "object"}
+        ])
+    model = tool.body_model
+    if model is None:
+        if data:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "body"} for k in sorted(data)
+            ])
+        return None, {}
+    if not _allows_extra(model):
+        unknown = sorted(set(data) - _field_names(model))
+        if unknown:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "body"} for k in unknown
+            ])
+    try:
+        body = model.model_validate(data)
+    except ValidationError as exc:
+        raise ArgumentError(
+            "invalid_parameter", _describe_errors(exc, "body", _properties(tool.body_schema))
+        ) from None
+    return body, body.model_dump()
+
+
+def validate_arguments(
+    tool: Tool, request: Request, view_args: dict[str, Any], *, human: bool = False
+) -> ValidatedArguments:
+    """Validate path, query and body; path values are already typed by the route.
+
+    ``human=True`` validates an unsigned request to a shared route, which may
+    also send its body as an HTML form.
+    """
+    query, query_args = _validate_query(tool, request)
+    body, body_args = _validate_body(tool, request, human)
+    args: dict[str, Any] = dict(view_args)
+    args.update(query_args)
+    args.update(body_args)  # like the hub: a body property overrides same-named parameters
+    return ValidatedArguments(args, query, body)

@@ -1,0 +1,425 @@
+"""The gate every tool call passes before (and after) the view runs.
+
+The gate owns the endpoint. When the registry is compiled, the view
+function Flask dispatches to for each tool endpoint is replaced by
+:func:`_gated`, which decides before anything in the view's own stack
+runs: decorators between the route and ``@tool`` (caching, login checks),
+``MethodView.decorators`` and the view itself all run only after the gate
+admitted the call, so where ``@tool`` sits among them does not matter for
+safety. The app's ``before_request`` functions run earlier, where Flask runs
+them, so what they set up (``g.db``) is there for the subject loader.
+
+Order matters and is fixed: signature (already verified by the middleware)
+-> the routed request is the verified one -> subject present if required ->
+subject loaded -> arguments validated -> authorized -> approved by the
+business (``business_approval`` tools) -> side effect de-duplicated -> view
+-> audit. Every refusal is a JSON error with a stable reason; every call
+leaves one audit record (:mod:`bailing_flask.audit`), a view that raised
+included.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
+
+from flask import Response, current_app, request
+
+from bailing_flask import audit
+from bailing_flask.approvals import check_business_approval
+from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
+from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
+from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from bailing_flask._pipeline.idempotency import REPLAY_HEADER
+from bailing_flask._pipeline.projection import PROJECTION_KEY, finish
+from bailing_flask.responses import ErrorInfo, json_response
+from bailing_flask.signals import tool_called, tool_denied, tool_failed
+from bailing_flask.declare import get_declaration
+from bailing_flask.wire.middleware import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.extension import BailingState
+    from bailing_flask._pipeline.registry import Registry, Tool
+    from bailing_flask.declare import Declaration
+
+__all__ = ["install_gates", "run_declared_view", "GATE_KEY"]
+
+logger = logging.getLogger("bailing_flask")
+
+#: Set in the environ once the gate admitted a call (the :class:`Tool`).
+GATE_KEY = "bailing.gate"
+#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
+#: Only code in the same process can put it there: no client can set an environ key.
+EXERCISE_KEY = "bailing.exercise"
+_MAX_NAMES = 20
+
+
+class ExerciseProbe:
+    """What the gate and the declared view saw during one exercise request.
+
+    ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
+    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate, the view's own decorators run up to the declared view, which is
+    never called) or ``"subject"`` (a real subject on a read-only tool: the
+    view runs).
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        #: ``"refused"`` or ``"admitted"`` once the gate decided
+        self.gate: str | None = None
+        self.reason: str | None = None
+        self.status: int | None = None
+        #: the declared view was reached (in ``stack`` mode: and not called)
+        self.reached_view = False
+        #: the registered view does not lead to the declaration (``@tool`` above the route)
+        self.unguarded = False
+        #: ``(function, exception or None)`` of a ``before_request`` function that answered
+        self.hook: tuple[Any, BaseException | None] | None = None
+        #: the Flask-Login method that was called (``unauthorized``/``needs_refresh``)
+        self.flask_login: str | None = None
+
+
+class ExerciseStop(Exception):
+    """Raised where the declared view would run, in ``stack`` mode; caught by the gate.
+
+    An exception rather than a response, so that a caching decorator on the
+    way stores nothing.
+    """
+
+
+def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
+    probe = environ.get(EXERCISE_KEY)
+    return probe if isinstance(probe, ExerciseProbe) else None
+
+
+def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
+    return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
+
+
+def _state() -> BailingState:
+    state = current_app.extensions.get("bailing")
+    if state is None:
+        raise RuntimeError(
+            "bailing_flask: a @tool view was called but Bailing(app) was not initialised for this app"
+        )
+    return state  # type: ignore[no-any-return]
+
+
+def _names(errors: list[dict[str, Any]]) -> list[str]:
+    return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
+
+
+def _argument_refusal(exc: ArgumentError) -> ErrorInfo:
+    details: dict[str, Any] = {"parameters": _names(exc.errors)}
+    if exc.reason != "unknown_parameter":
+        details["errors"] = exc.errors[:_MAX_NAMES]
+    return ErrorInfo.make(exc.reason, **details)
+
+
+def install_gates(state: BailingState, registry: Registry) -> None:
+    """Put the gate in front of the registered view of every tool endpoint.
+
+    The gate installed per endpoint is remembered by identity (a wrapper made
+    with ``functools.wraps`` copies every attribute, so no mark on the
+    function could tell a gate from something wrapped around it): whatever
+    stands in ``view_functions`` that is not our gate gets a gate in front.
+    """
+    view_functions = state.app.view_functions
+    for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
+        view = view_functions.get(endpoint)
+        if view is not None and view is not state.gates.get(endpoint):
+            gate = _gated(state, endpoint, view)
+            view_functions[endpoint] = gate
+            state.gates[endpoint] = gate
+
+
+def ensure_gate(state: BailingState, endpoint: str | None) -> None:
+    """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
+    gate = state.gates.get(endpoint) if endpoint is not None else None
+    if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
+        install_gates(state, state.registry())
+
+
+def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+    sync_view = state.app.ensure_sync(view)
+    # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
+    declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
+    stack = "declared" if declared else "unguarded"
+
+    def gated_view(**kwargs: Any) -> Any:
+        if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
+            return sync_view(**kwargs)
+        method = request.method
+        registry = state.registry()
+        tool = registry.lookup(endpoint, method)
+        if tool is not None:
+            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
+        if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
+            return sync_view(**kwargs)
+        # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
+        return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
+
+    functools.update_wrapper(gated_view, view)
+    return gated_view
+
+
+def run_declared_view(
+    declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+    is_async: bool = False,
+) -> Any:
+    """Called by every ``@tool`` wrapper instead of the view itself.
+
+    Normally the gate in front of the endpoint has already decided, and the
+    view just runs. Reached without it (the app replaced its view functions,
+    or called the tool's function from another endpoint), the gate runs
+    here for the tool itself, and a declaration the registry cannot see
+    fails closed: the view never runs ungated.
+    """
+    environ = request.environ
+    probe = _exercise(environ)
+    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
+        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+        probe.reached_view = True
+        raise ExerciseStop()
+    if environ.get(GATE_KEY) is not None:
+        if probe is not None:
+            probe.reached_view = True
+        return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
+    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
+    state = _state()
+    registry = state.registry()
+    endpoint = request.url_rule.endpoint if request.url_rule is not None else None
+    method = request.method
+    tool = registry.lookup(endpoint, method)
+    if tool is None or tool.declaration is not declaration:
+        # called from another endpoint (an alias view, an error handler): gate it as itself
+        tool = registry.tool_of(declaration, method)
+    if tool is not None:
+        return run_gate(state, tool, call_view, kwargs, stack="view")
+    methods = declaration.options.methods
+    if registry.saw(declaration) and methods is not None and method not in methods:
+        return call_view()  # a method this declaration explicitly does not serve
+    state.warn_once(
+        ("hidden", declaration.qualname),
+        "bailing: %s is declared as a tool but its route %r does not show the declaration (a "
+        "decorator between the route and @tool does not use functools.wraps); refusing the call",
+        declaration.qualname, endpoint, level=logging.ERROR,
+    )
+    return state.error_response(ErrorInfo.make("tool_not_registered"))
+
+
+def _decoded_path(raw_path: str) -> str:
+    """A raw (percent-encoded) path in the form WSGI servers give ``PATH_INFO``."""
+    if "%" not in raw_path:
+        return raw_path
+    try:
+        raw = raw_path.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = raw_path.encode("utf-8")
+    return unquote_to_bytes(raw).decode("latin-1")
+
+
+def altered_part(environ: dict[str, Any]) -> str | None:
+    """Which part of the request changed after verification, or ``None``.
+
+    Compares what Flask routes on (method, ``PATH_INFO``, ``QUERY_STRING``,
+    the body stream and its length) with what the middleware verified, in
+    decoded form, so ``%2F``, non-ASCII paths and prefix mounts compare
+    equal exactly when they are the same request.
+    """
+    seen: AsVerified | None = environ.get(AS_VERIFIED_KEY)
+    if seen is None:
+        return "request"
+    if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
+        return "method"
+    if (_decoded_path(seen.raw_path) or "/") != (environ.get("PATH_INFO") or "/"):
+        return "path"
+    if environ.get("QUERY_STRING", "") != seen.query:
+        return "query"
+    if environ.get("wsgi.input") is not seen.stream or environ.get("CONTENT_LENGTH") != seen.content_length:
+        return "body"
+    return None
+
+
+def run_gate(
+    state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+    stack: str = "declared",
+) -> Response:
+    """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
+
+    ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
+    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
+    (a stack without it) or ``"view"`` (the declared view itself).
+    """
+    req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
+    environ = req.environ
+    verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
+    if verified is None and tool.options.allow_unsigned:
+        if tool.options.validate_unsigned:
+            # a shared route: the human's request gets the same validation as the hub's
+            try:
+                validated = validate_arguments(tool, req, dict(kwargs), human=True)
+            except ArgumentError as exc:
+                return state.error_response(_argument_refusal(exc))
+            environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
+        environ[GATE_KEY] = tool
+        return state.app.make_response(call_view())
+    started = environ[audit.STARTED_KEY] = time.perf_counter()
+    if state.telemetry is not None:
+        environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
+    if verified is None:
+        return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
+    altered = altered_part(environ)
+    if altered is not None:
+        state.warn_once(
+            ("altered", tool.name, altered),
+            "bailing: refused %s %s: its %s was changed after the signature was verified; a WSGI "
+            "middleware between BailingMiddleware and the app rewrites requests (install "
+            "Bailing(app) after it, so the verifier is innermost)",
+            request.method, request.path, altered, level=logging.ERROR,
+        )
+        return _refuse(state, tool, verified, ErrorInfo.make("request_altered", part=altered))
+    if tool.subject_required and not verified.subject:
+        return _refuse(state, tool, verified, ErrorInfo.make("subject_required"))
+    try:
+        user = load_user(state.ext.subject_loader_func, verified.subject)
+    except SubjectLoadError:
+        return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
+    try:
+        validated = validate_arguments(tool, req, dict(kwargs))
+    except ArgumentError as exc:
+        return _refuse(state, tool, verified, _argument_refusal(exc))
+    call = ToolCall(
+        verified=verified, tool=tool_info(tool), user=user, args=validated.args,
+        query=validated.query, body=validated.body,
+    )
+    environ[TOOL_CALL_KEY] = call
+    probe = _exercise(environ)
+    if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
+        decision = decide(tool, call, state.ext.authorizer_func)
+        if not decision.allowed:
+            return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+        if tool.options.business_approval:
+            unapproved = check_business_approval(state, tool, call)
+            if unapproved is not None:
+                return _refuse(state, tool, verified, unapproved, call)
+    if probe is None or probe.mode == "subject":
+        replayed = state.idempotency.check_replay(tool, call)
+        if replayed is not None:
+            return _refuse(state, tool, verified, replayed, call)
+    call.admit()
+    environ[GATE_KEY] = tool
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        hook(call)
+    if probe is not None:
+        probe.gate = "admitted"
+        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+            return _exercise_answer(probe, "admitted")
+        if probe.mode == "stack":
+            if stack == "view":
+                probe.reached_view = True
+            elif stack == "unguarded":
+                probe.unguarded = True
+            else:
+                try:
+                    return current_app.make_response(call_view())
+                except ExerciseStop:
+                    pass
+            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
+
+    def execute() -> Response:
+        # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+        return finish(state, tool, call_view())
+
+    try:
+        response = state.run_side_effect(tool, call, execute)
+    except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
+        _failed(state, tool, call, exc, started)
+        raise
+    _after(state, tool, call, response, started)
+    return response
+
+
+def _refuse(
+    state: BailingState, tool: Tool, verified: VerifiedCall | None, info: ErrorInfo,
+    call: ToolCall | None = None,
+) -> Response:
+    response = state.error_response(info)
+    probe = _exercise(request.environ)
+    if probe is not None:
+        probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
+    _audit(state, tool, verified, response.status_code, info.reason, call)
+    tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
+                     call=call, reason=info.reason, status=response.status_code)
+    return response
+
+
+def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float) -> None:
+    duration_ms = (time.perf_counter() - started) * 1000
+    reason = None if response.status_code < 400 else "view_status"
+    _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
+           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
+           replayed=response.headers.get(REPLAY_HEADER) == "true",
+           projected=request.environ.get(PROJECTION_KEY))
+    limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
+    length = response.content_length  # set for every non-streamed body: no copy needed to check
+    if (limit and 200 <= response.status_code < 300 and not response.is_streamed
+            and (length is None or length > limit)):
+        data = response.get_data()
+        if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
+            units = len(data.decode("utf-8", "replace").encode("utf-16-le")) // 2
+            if units > limit:
+                state.warn_once(
+                    ("size", tool.name),
+                    "bailing: tool %r answered %d UTF-16 units; the model only reads the first %d "
+                    "(response= declares what it needs and caps its lists)",
+                    tool.name, units, limit,
+                )
+    if tool_called.receivers:
+        tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
+
+
+def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float) -> None:
+    """The view raised: one record with the exception's class (never its message).
+
+    The record waits for the status Flask (or the app's error handler)
+    really answers; :func:`audit.finish_failed` writes it.
+    """
+    duration_ms = (time.perf_counter() - started) * 1000
+    status = audit.exception_status(exc)
+    values = bool(state.config("BAILING_AUDIT_ARGUMENT_VALUES")) and not tool.sensitive
+    error = audit.exception_name(exc)
+
+    def record(answered: int | None) -> None:
+        final = status if answered is None else answered
+        reason = "view_status" if final < 500 and status < 500 else "view_raised"
+        _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
+               values=values, error=error)
+
+    request.environ[audit.FAILED_KEY] = record
+    if tool_failed.receivers:
+        tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
+                         call=call, exception=exc, status=status, duration_ms=duration_ms)
+
+
+def _audit(
+    state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
+    reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
+    values: bool = False, error: str | None = None, replayed: bool = False,
+    projected: dict[str, int] | None = None,
+) -> None:
+    environ = request.environ
+    span = environ.pop(audit.SPAN_KEY, None)
+    if not audit.wanted(state):
+        return
+    if duration_ms is None:
+        started = environ.get(audit.STARTED_KEY)
+        duration_ms = None if started is None else (time.perf_counter() - started) * 1000
+    record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
+                               error=error, replayed=replayed, response=projected)
+    audit.emit(state, record, span=span)

@@ -1,0 +1,449 @@
+"""Side effects that happen at most once, keyed on what the hub signed.
+
+``X-Bailing-Idempotency-Key`` is not covered by the signature:
+anyone replaying a captured request within the window can change or drop
+it. So a call's identity is derived from signed material only (method,
+signed path+query, body hash, subject and job id), which is exactly the
+hub's own notion of "the same call" (job + tool + arguments + subject)
+and cannot be altered without breaking the signature. The unsigned
+key is recorded next to the entry for reconciliation and cross-checked.
+
+First arrival runs the view and stores its final response (2xx and 4xx,
+``abort(4xx)`` included); a repeat gets the stored response with
+``Idempotent-Replayed: true``; a repeat while the first still runs gets 409
+``idempotency_in_progress``. A side effect that failed -- the view raised
+(even if the app's own error handler turns that into a 200) or answered
+5xx -- may have happened in part, so it is recorded as uncertain and never
+runs again by itself; a tool whose failures are atomic opts in to
+``failure_is_atomic`` and its failures release the entry instead. An entry
+whose lease expired without completion (a worker died mid-side-effect) is
+uncertain as well. Uncertain calls are refused with ``idempotency_uncertain``
+until an operator resolves them, unless the tool opted in to
+``rerun_uncertain`` because its view is transactional.
+
+A tool in the transaction mode (``transactional=True``, or
+``BAILING_TRANSACTIONAL``) is handed to :mod:`bailing_flask.transactional`
+instead: its record commits in the view's own database transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from flask import Response, current_app
+from werkzeug.exceptions import HTTPException
+
+from bailing_flask.wire.headers import is_hop_by_hop
+from bailing_flask._pipeline.sync import call_sync
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.responses import REASON_HEADER, ErrorInfo
+from bailing_flask.settings import DEFAULTS
+from bailing_flask.stores import (
+    EntryMeta,
+    IdempotencyStore,
+    Reservation,
+    StoreUnavailable,
+    store_from_url,
+)
+from bailing_flask.stores.base import _trusted_meta, _trusted_response
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.context import ToolCall
+    from bailing_flask.extension import BailingState
+    from bailing_flask._pipeline.registry import Tool
+    from bailing_flask.transactional import TransactionalIdempotency
+
+__all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
+
+logger = logging.getLogger("bailing_flask")
+
+REPLAY_HEADER = "Idempotent-Replayed"
+#: response headers never replayed from the store (nor any hop-by-hop header)
+_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
+#: the hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref.util.is_hop_by_hop`` knows them
+_HOP_BY_HOP = frozenset((
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
+    "transfer-encoding", "upgrade",
+))
+#: what a stored response leaves out, lower-cased: one set lookup per header
+_NOT_STORED = frozenset(_SKIPPED_HEADERS) | _HOP_BY_HOP
+_CLEANUP_INTERVAL = 300.0
+_LEASE = "BAILING_IDEMPOTENCY_LEASE"
+_RETENTION = "BAILING_IDEMPOTENCY_RETENTION"
+_DEFER = "BAILING_IDEMPOTENCY_DEFER_COMPLETION"
+_REJECT_REPLAYS = "BAILING_REJECT_REPLAYS"
+_DEFAULT_LEASE = DEFAULTS[_LEASE]
+_DEFAULT_RETENTION = DEFAULTS[_RETENTION]
+
+
+#: header name -> whether a stored response keeps it (names are few; bounded anyway)
+_KEEP: dict[str, bool] = {}
+#: the stored header tuples seen so far, so that thousands of stored responses with the same
+#: headers share one tuple (a store in memory keeps them all; bounded)
+_SHARED_HEADERS: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+
+
+def _stored_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The headers a stored response keeps, in order (one dict lookup per header)."""
+    kept = []
+    for pair in headers:
+        keep = _KEEP.get(pair[0])
+        if keep is None:
+            keep = pair[0].lower() not in _NOT_STORED
+            if len(_KEEP) < 1024:
+                _KEEP[pair[0]] = keep
+        if keep:
+            kept.append(pair)
+    stored = tuple(kept)
+    shared = _SHARED_HEADERS.get(stored)
+    if shared is not None:
+        return shared
+    if len(_SHARED_HEADERS) < 1024:
+        _SHARED_HEADERS[stored] = stored
+    return stored
+
+
+class _Tokens:
+    """Reservation tokens: unique per attempt, across threads, processes and hosts.
+
+    A random 128-bit prefix per process and a counter: one ``os.urandom`` per
+    process instead of one per call. The prefix is drawn again whenever the
+    process id changes: a pre-fork server forks its workers after the app
+    (and this object) was loaded, and uWSGI does so without running Python's
+    at-fork hooks, so only the process id tells a worker from its siblings.
+    Two workers handing out the same token for the same call would both be
+    told they own it.
+    """
+
+    def __init__(self) -> None:
+        self._reseed()
+
+    def _reseed(self) -> None:
+        self.pid = os.getpid()
+        self.prefix = os.urandom(16).hex() + "-"
+        self.counter = itertools.count(1)
+
+    def next(self) -> str:
+        if os.getpid() != self.pid:
+            self._reseed()
+        return self.prefix + str(next(self.counter))
+
+
+_TOKENS = _Tokens()
+
+
+def call_key(tool: Tool, call: ToolCall) -> str:
+    """The store key of a call: signed material, or the tool's own domain key."""
+    domain = tool.options.idempotency_key
+    if domain is not None:
+        return _domain_key(tool.name, call_sync(domain, call))
+    return "idem:" + call.verified.identity
+
+
+def _domain_key(tool_name: str, value: Any) -> str:
+    material = f"domain\n{tool_name}\n{value}"
+    return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class _Plan:
+    """What de-duplication needs to know about one tool, worked out once per tool.
+
+    Built on a tool's first call (and again only if the registry is rebuilt
+    with a new :class:`~bailing_flask._pipeline.registry.Tool`), so the request path
+    reads plain attributes instead of re-deriving the policy every call.
+    """
+
+    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic")
+
+    def __init__(self, tool: Tool) -> None:
+        options = tool.options
+        self.tool = tool
+        self.applies = Idempotency.applies(tool)
+        self.name = tool.name
+        self.domain = options.idempotency_key
+        self.rerun_uncertain = bool(options.rerun_uncertain)
+        self.failure_is_atomic = bool(options.failure_is_atomic)
+
+    def key(self, call: ToolCall) -> str:
+        if self.domain is not None:
+            return _domain_key(self.name, call_sync(self.domain, call))
+        return "idem:" + call.verified.identity
+
+
+class _Settings:
+    """The ``BAILING_IDEMPOTENCY_*`` values, converted once and again only when they change."""
+
+    __slots__ = ("raw_lease", "raw_retention", "raw_defer", "lease", "retention", "defer")
+
+    def __init__(self, raw_lease: Any, raw_retention: Any, raw_defer: Any) -> None:
+        self.raw_lease, self.raw_retention, self.raw_defer = raw_lease, raw_retention, raw_defer
+        self.lease = float(raw_lease)
+        self.retention = float(raw_retention)
+        if not isinstance(raw_defer, bool):
+            raise ConfigurationError(
+                f"{_DEFER} must be True or False, not {type(raw_defer).__name__}."
+            )
+        self.defer = raw_defer
+
+
+class Idempotency:
+    """Per-app de-duplication of side-effecting tool calls over a store."""
+
+    def __init__(self, state: BailingState) -> None:
+        self.state = state
+        self._store: IdempotencyStore | None = None
+        self._lock = threading.Lock()
+        self._last_cleanup = time.monotonic()
+        self._cleaning = False
+        self._transactional: TransactionalIdempotency | None = None
+        #: id(tool) -> its plan; the plan keeps the tool alive, so an id is never reused
+        self._plans: dict[int, _Plan] = {}
+        self._settings_cache: _Settings | None = None
+
+    # -- the store ----------------------------------------------------------------
+
+    def store(self) -> IdempotencyStore:
+        """The configured store, created on first use (``BAILING_STORE``)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    url = self.state.config("BAILING_STORE")
+                    if not url:
+                        path = os.path.join(self.state.app.instance_path, "bailing.sqlite3")
+                        url = "sqlite:///" + path
+                    self._store = store_from_url(url)
+        return self._store
+
+    def _maybe_cleanup(self) -> None:
+        """Drop expired entries now and then, off the request's path."""
+        now = time.monotonic()
+        if self._cleaning or now - self._last_cleanup < _CLEANUP_INTERVAL:
+            return
+        self._last_cleanup = now
+        self._cleaning = True
+
+        def run() -> None:
+            try:
+                self.store().cleanup(limit=1000)
+            except Exception:  # a failed cleanup is retried at the next interval
+                logger.warning("bailing: idempotency cleanup failed", exc_info=True)
+            finally:
+                self._cleaning = False
+
+        threading.Thread(target=run, name="bailing-idempotency-cleanup", daemon=True).start()
+
+    def transactional(self) -> TransactionalIdempotency:
+        """The transaction mode (:mod:`bailing_flask.transactional`), created on first use."""
+        if self._transactional is None:
+            from bailing_flask.transactional import TransactionalIdempotency
+
+            with self._lock:
+                if self._transactional is None:
+                    self._transactional = TransactionalIdempotency(self)
+        return self._transactional
+
+    # -- policy -------------------------------------------------------------------------
+
+    @staticmethod
+    def applies(tool: Tool) -> bool:
+        """Every tool that can change something, unless ``deduplicate=False`` (see :attr:`Tool.deduplicated`).
+
+        ``idempotent=True`` does not turn this off: it tells the hub the call
+        may be repeated, which is exactly when a repeat must not run twice.
+        """
+        return tool.deduplicated
+
+    def _plan(self, tool: Tool) -> _Plan:
+        plan = self._plans.get(id(tool))
+        if plan is None or plan.tool is not tool:
+            plan = _Plan(tool)
+            if len(self._plans) > 4096:  # registries rebuilt many times (tests): start afresh
+                self._plans = {}
+            self._plans[id(tool)] = plan
+        return plan
+
+    def _settings(self) -> _Settings:
+        """Lease, retention and the completion mode; converted again only after a change."""
+        config = self.state.app.config
+        lease = config.get(_LEASE, _DEFAULT_LEASE)
+        retention = config.get(_RETENTION, _DEFAULT_RETENTION)
+        defer = config.get(_DEFER, False)
+        cached = self._settings_cache
+        if (cached is None or cached.raw_lease is not lease or cached.raw_retention is not retention
+                or cached.raw_defer is not defer):
+            cached = self._settings_cache = _Settings(lease, retention, defer)
+        return cached
+
+    def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
+        """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
+        config = self.state.app.config
+        if not config.get(_REJECT_REPLAYS, DEFAULTS[_REJECT_REPLAYS]):
+            return None
+        ttl = 2 * float(self.state.config("BAILING_WINDOW"))
+        try:
+            first = self.store().remember_signature(call.verified.signature, ttl_seconds=ttl)
+        except StoreUnavailable:
+            if self._plan(tool).applies:
+                return ErrorInfo.make("idempotency_store_unavailable")
+            logger.warning("bailing: replay check skipped for read tool %r: store unavailable", tool.name)
+            return None
+        return None if first else ErrorInfo.make("replayed")
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
+        """Run ``execute`` at most once per call identity."""
+        plan = self._plans.get(id(tool))
+        if plan is None or plan.tool is not tool:
+            plan = self._plan(tool)
+        if not plan.applies:
+            return execute()
+        mode = tool.options.transactional
+        if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
+            return self.transactional().run(tool, call, execute)
+        settings = self._settings()
+        verified = call.verified
+        key = "idem:" + verified.identity if plan.domain is None else plan.key(call)
+        token = _TOKENS.next()
+        meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
+                             verified.unsigned.idempotency_key)
+        try:
+            store = self._store or self.store()
+            held = store.claim(key, token=token, lease_seconds=settings.lease,
+                               retention_seconds=settings.retention, meta=meta)
+        except StoreUnavailable as exc:
+            logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
+                         exc, plan.name)
+            return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+        if time.monotonic() - self._last_cleanup >= _CLEANUP_INTERVAL:
+            self._maybe_cleanup()
+        if held is not None:
+            refused = self._held(store, plan, call, key, token, settings, held)
+            if refused is not None:
+                return refused
+        return self._first_run(store, plan, key, token, settings, execute)
+
+    def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
+              settings: _Settings, held: Reservation) -> Response | None:
+        """The answer to a call someone else holds; ``None`` when it was taken over to run again."""
+        if held.outcome == "completed":
+            return self._replay(plan, call, key, held)
+        if held.outcome == "in_progress":
+            return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+        if held.outcome == "uncertain":
+            if not plan.rerun_uncertain:
+                logger.warning("bailing: call %s of tool %r is uncertain (an earlier attempt did not "
+                               "finish); resolve it with `flask bailing idempotency`", key, plan.name)
+                return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
+            try:
+                taken = store.take_over(key, old_token=held.entry.token, new_token=token,
+                                        lease_seconds=settings.lease)
+            except StoreUnavailable:
+                return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+            if not taken:
+                return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+            logger.warning("bailing: re-running uncertain call %s of tool %r (rerun_uncertain)", key,
+                           plan.name)
+            return None
+        # "reserved" from a store's own claim(): the caller owns the key after all
+        return None
+
+    def _first_run(self, store: IdempotencyStore, plan: _Plan, key: str, token: str,
+                   settings: _Settings, execute: Callable[[], Response]) -> Response:
+        # The exception is seen here, on its way out of the view and before the
+        # app's own error handlers turn it into whatever response they like.
+        try:
+            try:
+                response = execute()
+            except HTTPException as exc:
+                if exc.code is None or exc.code >= 500:
+                    raise
+                # abort(404) and the like: a deliberate refusal, recorded like a returned
+                # 4xx and rendered by the app's handlers exactly as Flask would
+                response = current_app.make_response(current_app.handle_user_exception(exc))
+        except BaseException as exc:
+            self._failed(store, plan, key, token, f"the view raised {type(exc).__name__}")
+            raise
+        status = response.status_code
+        if status >= 500:
+            if response.headers.get(REASON_HEADER) == "invalid_response":
+                # the view finished (its effect happened); only its answer was withheld
+                self._failed(store, plan, key, token, "the view's result did not match its "
+                             "declared response shape and was withheld", effect_done=True)
+            else:
+                self._failed(store, plan, key, token, f"the view answered HTTP {status}")
+            return response
+        # the response came from Flask: an int status, str header pairs, bytes; no re-checks
+        chunks = response.response
+        if chunks.__class__ is list and len(chunks) == 1 and chunks[0].__class__ is bytes:
+            body: bytes = chunks[0]  # what get_data() would join, without the copy
+        else:
+            body = response.get_data()
+        stored = _trusted_response(status, _stored_headers(response.headers), body)
+        try:
+            if settings.defer:
+                recorded = store.complete_deferred(key, token=token, response=stored,
+                                                   retention_seconds=settings.retention)
+            else:
+                recorded = store.complete(key, token=token, response=stored,
+                                          retention_seconds=settings.retention)
+        except StoreUnavailable:
+            # the side effect happened: answer it; the entry turns uncertain after its lease
+            logger.error("bailing: could not record the outcome of call %s of tool %r; it will "
+                         "show as uncertain", key, plan.name)
+            return response
+        if recorded is False:
+            logger.error("bailing: call %s of tool %r was resolved or taken over while it ran",
+                         key, plan.name)
+        return response
+
+    def _failed(self, store: IdempotencyStore, plan: _Plan, key: str, token: str, why: str,
+                effect_done: bool = False) -> None:
+        """A side effect failed: uncertain by default, released if its failures are atomic."""
+        if plan.failure_is_atomic and not effect_done:
+            self._release(store, key, token)
+            return
+        try:
+            store.mark_uncertain(key, token=token, note=why)
+        except StoreUnavailable:
+            logger.error("bailing: could not record the failure of call %s of tool %r; it will "
+                         "show as uncertain when its lease runs out", key, plan.name)
+            return
+        logger.warning(
+            "bailing: call %s of tool %r failed (%s) and may have had part of its effect: recorded "
+            "as uncertain, repeats are refused until `flask bailing idempotency resolve` decides "
+            "(declare failure_is_atomic=True if a failure of this tool never leaves anything behind)",
+            key, plan.name, why,
+        )
+
+    @staticmethod
+    def _release(store: IdempotencyStore, key: str, token: str) -> None:
+        try:
+            store.release(key, token=token)
+        except StoreUnavailable:
+            logger.error("bailing: could not release call %s after a failure", key)
+
+    def _replay(self, plan: _Plan, call: ToolCall, key: str, reservation: Reservation) -> Response:
+        entry = reservation.entry
+        if entry.meta.unsigned_key != call.unsigned.idempotency_key:
+            logger.warning(
+                "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
+                "X-Bailing-Idempotency-Key changed from %r to %r; answered from the store",
+                key, plan.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
+            )
+        stored = entry.response
+        assert stored is not None  # completed entries carry their response
+        response = Response(stored.body, status=stored.status)
+        response.headers.clear()
+        for name, value in stored.headers:
+            if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
+                response.headers.add(name, value)
+        response.headers[REPLAY_HEADER] = "true"
+        return response

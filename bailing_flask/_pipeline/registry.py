@@ -1,0 +1,505 @@
+"""From ``app.url_map`` and the declarations to the list of tools.
+
+The registry is the one compiled view of "what tools does this app have":
+the catalog renders it, the gate looks calls up in it, the CLI lists it,
+the probe walks it. It is built lazily (after every blueprint is
+registered) and rebuilt when routes are added, so it never goes stale.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask
+from pydantic import BaseModel, ConfigDict, create_model
+
+from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
+from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
+from bailing_flask.context import ToolInfo
+from bailing_flask.errors import ConfigurationError, ToolDeclarationError
+from bailing_flask.lint.codes import Finding, finding
+from bailing_flask._pipeline.param_hazards import param_findings
+from bailing_flask._pipeline.projection import Shaper, make_shaper
+from bailing_flask.declare import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
+from bailing_flask.transactional import findings as transactional_findings
+
+__all__ = ["Tool", "Registry", "NotExported", "build_registry"]
+
+_RULE_VAR = re.compile(
+    r"<(?:(?P<converter>[a-zA-Z_][a-zA-Z0-9_]*)(?:\((?P<args>.*?)\))?:)?(?P<variable>[a-zA-Z_][a-zA-Z0-9_]*)>"
+)
+_METHOD_ORDER = {m: i for i, m in enumerate(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"))}
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: Characters a route's literal text may contain and still be reproduced
+#: exactly when the server gives no raw request target.
+_SAFE_LITERAL = re.compile(r"^[A-Za-z0-9\-._~!*'()/]*$")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One exported (or exportable) tool: a route, a method and its options."""
+
+    name: str
+    method: str
+    #: OpenAPI path template, relative to the application root.
+    path: str
+    rule: str
+    endpoint: str
+    view_name: str
+    options: ToolOptions
+    scope: str
+    risk: str
+    description: str | None
+    readonly: bool
+    idempotent: bool
+    subject_required: bool
+    sensitive: bool
+    parameters: tuple[dict[str, Any], ...]
+    body_schema: dict[str, Any] | None
+    query_model: type[BaseModel] | None
+    body_model: type[BaseModel] | None
+    path_kinds: dict[str, str] = field(default_factory=dict)
+    #: The declaration this tool was compiled from.
+    declaration: Declaration | None = field(default=None, compare=False, repr=False)
+    #: What ``result=`` and ``response=`` make of a successful answer (``None``: nothing).
+    shaper: Shaper | None = field(default=None, compare=False, repr=False)
+
+    @functools.cached_property
+    def info(self) -> ToolInfo:
+        """The tool as authorizers and views see it: built once, shared by every call."""
+        return ToolInfo(
+            name=self.name, scope=self.scope, method=self.method, path=self.path, risk=self.risk,
+            readonly=self.readonly, idempotent=self.idempotent,
+            subject_required=self.subject_required, sensitive=self.sensitive,
+        )
+
+    @functools.cached_property
+    def query_properties(self) -> dict[str, Any]:
+        """Schema of each query parameter by name (argument validation reads it per call)."""
+        return {p["name"]: p.get("schema") for p in self.parameters if p.get("in") == "query"}
+
+    @property
+    def side_effecting(self) -> bool:
+        """Exactly when the hub sends ``X-Bailing-Idempotency-Key``: a write without ``idempotent``."""
+        return not self.readonly and not self.idempotent
+
+    @property
+    def deduplicated(self) -> bool:
+        """Whether bailing_flask runs a repeated identical call once (see idempotency).
+
+        Every tool that can change something (a non-GET tool not declared
+        ``readonly``) is de-duplicated, whatever ``idempotent=`` tells the
+        hub; ``deduplicate=`` overrides, and a domain key always applies.
+        """
+        if self.options.deduplicate is not None:
+            return self.options.deduplicate
+        return not self.readonly or self.options.idempotency_key is not None
+
+    @property
+    def deduplication(self) -> str:
+        """How repeats are recognised, for listings: signed call, domain key, off or ``-``."""
+        if not self.deduplicated:
+            return "off (deduplicate=False)" if self.options.deduplicate is False else "-"
+        if self.options.idempotency_key is not None:
+            return "domain key"
+        return "signed call"
+
+    @property
+    def operation_key(self) -> str:
+        """``"<METHOD> <path>"``, the key the hub's diagnostics use."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def authorizer(self) -> Callable[..., Any] | None:
+        return self.options.authorizer
+
+
+@dataclass(frozen=True)
+class NotExported:
+    """A declared route that is not in the catalog, and why."""
+
+    endpoint: str
+    method: str
+    rule: str
+    reason: str
+
+
+@dataclass
+class Registry:
+    tools: list[Tool]
+    not_exported: list[NotExported]
+    findings: list[Finding]
+    by_endpoint: dict[tuple[str, str], Tool]
+    rule_count: int
+    #: ``id()`` of every declaration found on a route, exported or not.
+    seen: frozenset[int] = frozenset()
+    #: ``(endpoint, method)`` pairs explicitly left out of a tool endpoint
+    #: (``methods=``, ``enabled=False``): they run as plain routes.
+    passthrough: frozenset[tuple[str, str]] = frozenset()
+
+    def saw(self, declaration: Declaration) -> bool:
+        """Whether ``declaration`` is on one of the app's routes (exported or not)."""
+        return id(declaration) in self.seen
+
+    def tool_of(self, declaration: Declaration, method: str) -> Tool | None:
+        """The tool compiled from ``declaration`` for ``method`` (HEAD is served by GET)."""
+        for wanted in (method, "GET") if method == "HEAD" else (method,):
+            for candidate in self.tools:
+                if candidate.declaration is declaration and candidate.method == wanted:
+                    return candidate
+        return None
+
+    def lookup(self, endpoint: str | None, method: str) -> Tool | None:
+        """The tool serving ``method`` on ``endpoint`` (HEAD is served by GET)."""
+        if endpoint is None:
+            return None
+        found = self.by_endpoint.get((endpoint, method))
+        if found is None and method == "HEAD":
+            found = self.by_endpoint.get((endpoint, "GET"))
+        return found
+
+
+def _openapi_path(rule: str) -> str:
+    return _RULE_VAR.sub(lambda m: "{" + m["variable"] + "}", rule)
+
+
+def _snake(text: str) -> str:
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text)
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def _doc_summary(view: Callable[..., Any]) -> str | None:
+    doc = inspect.getdoc(view)
+    if not doc:
+        return None
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ").strip() or None
+
+
+def _blueprint_defaults(app: Flask, endpoint: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    name = endpoint.rpartition(".")[0]
+    parts = name.split(".") if name else []
+    for depth in range(1, len(parts) + 1):
+        blueprint = app.blueprints.get(".".join(parts[:depth]))
+        defaults = get_defaults(blueprint) if blueprint is not None else None
+        if defaults is not None:
+            merged.update(defaults.explicit())
+    return merged
+
+
+def _declarations(view: Callable[..., Any], methods: Iterable[str]) -> dict[str, tuple[Declaration, dict[str, Any]]]:
+    """Per HTTP method: the declaration and its class-level defaults."""
+    found: dict[str, tuple[Declaration, dict[str, Any]]] = {}
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None:
+        class_defaults = get_defaults(view_class)
+        defaults = class_defaults.explicit() if class_defaults else {}
+        for method in methods:
+            declaration = get_declaration(getattr(view_class, method.lower(), None))
+            if declaration is not None:
+                found[method] = (declaration, defaults)
+        return found
+    declaration = get_declaration(view)
+    if declaration is not None:
+        for method in methods:
+            found[method] = (declaration, {})
+    return found
+
+
+def _param_model(name: str, params: list[Param], where: str) -> type[BaseModel] | None:
+    if not params:
+        return None
+    fields: dict[str, Any] = {}
+    for param in params:
+        annotation = Any if isinstance(param.type, dict) else (param.type or str)
+        if param.required:
+            fields[param.name] = (annotation, ...)
+        else:
+            fields[param.name] = (annotation | None if annotation is not Any else Any, None)
+    return create_model(  # type: ignore[call-overload,no-any-return,unused-ignore]
+        f"{name}_query", __config__=ConfigDict(extra="forbid"), **fields
+    )
+
+
+def _comma_joined(parameter: dict[str, Any]) -> dict[str, Any]:
+    """Say in OpenAPI terms how the hub sends an array query parameter.
+
+    The hub sends ``String(value)``, the items joined with ``,`` in one
+    ``name=a,b`` pair: OpenAPI's ``style: form`` without ``explode``. The
+    gate splits it back (:mod:`bailing_flask._pipeline.arguments`).
+    """
+    if "array" in _types(parameter.get("schema")):
+        parameter["style"] = "form"
+        parameter["explode"] = False
+    return parameter
+
+
+def _types(schema: Any) -> list[str]:
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(raw, list):
+        return [t for t in raw if isinstance(t, str)]
+    return [raw] if isinstance(raw, str) else []
+
+
+def _parameters(
+    rule: Any, options: ToolOptions, name: str, method: str, where: str
+) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
+    """OpenAPI parameter objects from the route and the declaration."""
+    explicit = {(p.location, p.name): p for p in options.params or ()}
+    converters = getattr(rule, "_converters", None) or {}
+    parameters: list[dict[str, Any]] = []
+    kinds: dict[str, str] = {}
+    for match in _RULE_VAR.finditer(rule.rule):
+        variable = match["variable"]
+        converter = converters.get(variable)
+        if converter is not None:
+            schema, kind = converter_schema(converter)
+        else:  # a Werkzeug without ``_converters``: fall back to the rule text
+            kind = {"int": "int", "float": "float", "uuid": "uuid", "any": "any", "path": "path"}.get(
+                match["converter"] or "string", "string"
+            )
+            schema = {"int": {"type": "integer"}, "float": {"type": "number"}}.get(
+                kind, {"type": "string"}
+            )
+        kinds[variable] = kind
+        described = explicit.pop(("path", variable), None)
+        if described is not None and described.type is not None:
+            schema = type_schema(described.type, where)
+        parameter: dict[str, Any] = {"name": variable, "in": "path", "required": True}
+        if described is not None and described.description:
+            parameter["description"] = described.description
+        parameter["schema"] = schema
+        parameters.append(parameter)
+    for location, param_name in explicit:
+        if location == "path":
+            raise ToolDeclarationError(
+                f"{where}: Param({param_name!r}, location='path') is not a variable of {rule.rule!r}"
+            )
+    query_model = options.query
+    if query_model is not None:
+        schema = model_schema(query_model, where)
+        required = set(schema.get("required", []))
+        for prop, prop_schema in (schema.get("properties") or {}).items():
+            prop_schema = dict(prop_schema)
+            description = prop_schema.pop("description", None)
+            parameter = {"name": prop, "in": "query", "required": prop in required}
+            if description:
+                parameter["description"] = description
+            parameter["schema"] = prop_schema
+            parameters.append(_comma_joined(parameter))
+    query_params = [p for p in explicit.values() if p.location == "query"]
+    header_params = [p for p in explicit.values() if p.location == "header"]
+    for param in query_params + header_params:
+        parameter = {"name": param.name, "in": param.location, "required": param.required}
+        if param.description:
+            parameter["description"] = param.description
+        parameter["schema"] = type_schema(param.type or str, where)
+        parameters.append(_comma_joined(parameter) if param.location == "query" else parameter)
+    if query_model is None:
+        query_model = _param_model(name, query_params, where)
+    elif query_params:
+        raise ToolDeclarationError(
+            f"{where}: declare query parameters either with query= or with params=, not both"
+        )
+    return parameters, kinds, query_model
+
+
+def _effective_options(
+    app: Flask, endpoint: str, declaration: Declaration, class_defaults: dict[str, Any]
+) -> ToolOptions:
+    layered = _blueprint_defaults(app, endpoint)
+    if not layered and not class_defaults:
+        return declaration.options
+    layered.update(class_defaults)
+    layered.update(declaration.options.explicit())
+    return ToolOptions.model_construct(**layered)
+
+
+def _default_name(endpoint: str, method: str, several: bool, prefix: str | None) -> str:
+    """``blueprint_view`` (``name_prefix`` replaces the blueprint part), plus the
+    method when one view serves several tools."""
+    if prefix is None:
+        base = _snake(endpoint.replace(".", "_"))
+    else:
+        base = prefix + _snake(endpoint.rpartition(".")[2])
+    return f"{base}_{method.lower()}" if several else base
+
+
+def _compile_tool(
+    rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool,
+    max_items: int | None = None,
+) -> Tool:
+    where = f"{declaration.qualname} ({method} {rule.rule})"
+    name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
+    parameters, kinds, query_model = _parameters(rule, options, name, method, where)
+    body_schema: dict[str, Any] | None = None
+    if options.body is not None:
+        body_schema = model_schema(options.body, where)
+    scope = options.scope or ""
+    if options.scope_prefix and scope:
+        scope = options.scope_prefix + scope
+    readonly = method == "GET" or bool(options.readonly)
+    idempotent = method == "GET" or bool(options.idempotent)
+    risk = options.risk or ("medium" if method != "GET" and not readonly else "low")
+    description = options.description or _doc_summary(declaration.view)
+    try:
+        shaper = make_shaper(options, max_items)
+    except ValueError as exc:  # response= given through tool_defaults, never validated
+        raise ToolDeclarationError(f"{where}: {exc}") from None
+    return Tool(
+        name=name,
+        method=method,
+        path=_openapi_path(rule.rule),
+        rule=rule.rule,
+        endpoint=rule.endpoint,
+        view_name=declaration.qualname,
+        options=options,
+        scope=scope,
+        risk=risk,
+        description=description,
+        readonly=readonly,
+        idempotent=idempotent,
+        subject_required=bool(options.subject_required),
+        sensitive=bool(options.sensitive),
+        parameters=tuple(parameters),
+        body_schema=body_schema,
+        query_model=query_model,
+        body_model=options.body,
+        path_kinds=kinds,
+        declaration=declaration,
+        shaper=shaper,
+    )
+
+
+def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
+    findings: list[Finding] = []
+    key = tool.operation_key
+    if tool.authorizer is None and not has_app_authorizer:
+        findings.append(finding("no_authorizer", key, name=tool.name, view=tool.view_name))
+    for variable, kind in tool.path_kinds.items():
+        if kind == "float":
+            findings.append(finding("float_path_param", key, name=variable))
+        elif kind in ("custom",):
+            findings.append(finding("custom_converter", key, name=variable))
+    for parameter in tool.parameters:
+        if parameter.get("in") != "path" or "array" not in _types(parameter.get("schema")):
+            continue
+        variable = str(parameter.get("name"))
+        kind = tool.path_kinds.get(variable, "string")
+        if kind != "custom":
+            findings.append(finding("path_array_not_received", key, name=variable, kind=kind))
+    if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
+        findings.append(finding("idempotent_write", key, name=tool.name))
+    if tool.options.validate_unsigned and not tool.options.allow_unsigned:
+        findings.append(finding("validate_unsigned_without_allow_unsigned", key, name=tool.name))
+    view = tool.declaration.view if tool.declaration is not None else None
+    if view is not None and is_async_callable(view) and not asgiref_available():
+        findings.append(finding("async_view_without_flask_async", key, view=tool.view_name))
+    findings.extend(param_findings(tool))
+    literal = _RULE_VAR.sub("", tool.rule)
+    if not _SAFE_LITERAL.match(literal):
+        findings.append(finding("rule_literal_not_reproducible", key, rule=tool.rule))
+    return findings
+
+
+def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
+    """Compile every declared route of ``app``; never raises for lint-level problems.
+
+    Declaration errors that make a tool impossible to describe (a bad model,
+    a Param naming no route variable) raise :class:`ToolDeclarationError`.
+    """
+    tools: list[Tool] = []
+    not_exported: list[NotExported] = []
+    findings: list[Finding] = []
+    by_endpoint: dict[tuple[str, str], Tool] = {}
+    seen: set[int] = set()
+    max_items = _max_items(app)
+    rules = list(app.url_map.iter_rules())
+    for rule in rules:
+        view = app.view_functions.get(rule.endpoint)
+        if view is None:
+            continue
+        methods = sorted((rule.methods or set()) - {"OPTIONS"}, key=lambda m: _METHOD_ORDER.get(m, 99))
+        declared = _declarations(view, methods)
+        if not declared:
+            wrapped_by = get_wrapped_by(view)
+            if wrapped_by is None:
+                continue
+            # ``@tool`` above the route decorator: the route holds the undecorated
+            # function, but the gate in front of the endpoint guards it all the same
+            findings.append(finding("decorator_order", f"- {rule.rule}", view=wrapped_by.qualname))
+            declared = {method: (wrapped_by, {}) for method in methods}
+        seen.update(id(declaration) for declaration, _ in declared.values())
+        # HEAD is added by Flask to every GET route; it is only a tool if declared so.
+        candidates = [
+            m for m in methods
+            if m in declared and (m != "HEAD" or "HEAD" in (declared[m][0].options.methods or ()))
+        ]
+        enabled: dict[str, ToolOptions] = {}
+        for method in candidates:
+            declaration, class_defaults = declared[method]
+            options = _effective_options(app, rule.endpoint, declaration, class_defaults)
+            if options.enabled is False:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "enabled=False"))
+            elif options.methods is not None and method not in options.methods:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "method not in methods="))
+            else:
+                enabled[method] = options
+        several = len(enabled) > 1
+        for method, options in enabled.items():
+            if (rule.endpoint, method) in by_endpoint:
+                first = by_endpoint[(rule.endpoint, method)]
+                not_exported.append(NotExported(
+                    rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
+                ))
+                continue
+            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items)
+            if compiled.options.deprecated:
+                not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
+            by_endpoint[(rule.endpoint, method)] = compiled
+            tools.append(compiled)
+            findings.extend(_route_findings(compiled, has_app_authorizer))
+            findings.extend(transactional_findings(app, compiled))
+    tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
+    findings.extend(_duplicate_names(tools))
+    passthrough = frozenset(
+        (item.endpoint, item.method) for item in not_exported
+        if item.reason in ("enabled=False", "method not in methods=")
+    )
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
+
+
+def _max_items(app: Flask) -> int | None:
+    """``BAILING_RESPONSE_MAX_ITEMS``: ``None`` or ``0`` is no default cap."""
+    from bailing_flask.settings import DEFAULTS
+
+    value = app.config.get("BAILING_RESPONSE_MAX_ITEMS", DEFAULTS["BAILING_RESPONSE_MAX_ITEMS"])
+    if value is None or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"BAILING_RESPONSE_MAX_ITEMS must be a whole number of list items (or None), not {value!r}"
+        )
+    return value
+
+
+def _duplicate_names(tools: list[Tool]) -> list[Finding]:
+    """Two tools with one name break every tool of a job in the hub: name both views."""
+    first_by_name: dict[str, Tool] = {}
+    findings = []
+    for tool in tools:
+        if tool.options.deprecated:
+            continue
+        first = first_by_name.setdefault(tool.name, tool)
+        if first is not tool:
+            findings.append(finding(
+                "duplicate_tool_name", tool.operation_key, "registry", name=tool.name,
+                first=first.view_name, first_key=first.operation_key,
+                second=tool.view_name, second_key=tool.operation_key,
+            ))
+    return findings

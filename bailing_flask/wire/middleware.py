@@ -1,0 +1,505 @@
+"""``BailingMiddleware``: verify hub signatures below any WSGI application.
+
+Verification happens here, under Flask, for three reasons: the signature covers the raw body, which a framework may already have
+consumed or re-parsed; the signed path is the raw request target, which
+frameworks decode; and a refusal must not be swallowable by another
+extension's error handler. A request without ``X-Bailing-Signature`` passes
+through untouched, so a legacy application keeps working; a request that
+carries one is verified, always, and never reaches the app when it fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from bailing_flask.wire.body import read_body
+from bailing_flask.wire.base_url import BaseURL, parse_base_url, strip_base
+from bailing_flask.wire.jsenc import encode_uri_component
+from bailing_flask.wire.headers import with_content_length
+from bailing_flask.errors import ConfigurationError, SignatureError
+from bailing_flask.wire.signing import Clock, Secrets, Verifier, _check_window
+
+if TYPE_CHECKING:  # pragma: no cover
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "ENVIRON_KEY",
+    "AS_VERIFIED_KEY",
+    "AsVerified",
+    "DEFAULT_CATALOG_PATH",
+    "BailingMiddleware",
+    "VerifiedCall",
+    "UnsignedHeaders",
+    "ErrorRenderer",
+    "RefusalListener",
+]
+
+logger = logging.getLogger("bailing_flask")
+
+#: Where the verified call is stored in the WSGI environ (``None`` when unsigned).
+ENVIRON_KEY = "bailing.call"
+#: Where the request as it was when verified is stored (see :class:`AsVerified`).
+AS_VERIFIED_KEY = "bailing.as_verified"
+DEFAULT_CATALOG_PATH = "/.well-known/bailing/tools.json"
+MiB = 1024 * 1024
+
+#: Renders a refusal: returns ``(status, headers, body)``; ``None`` keeps the default.
+ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
+#: Told about every refusal: ``(error, environ, path)`` (audit, signals, metrics).
+RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
+
+_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large",
+                503: "503 Service Unavailable"}
+
+
+def secrets_missing(secrets: Secrets | None) -> bool:
+    """No secret at all (``None``, ``""``, an empty list or mapping): not configured yet.
+
+    A configured but unusable secret (``[""]``, a number) is a different
+    thing, a mistake, and still refused at start-up.
+    """
+    if secrets is None:
+        return True
+    if isinstance(secrets, str):
+        return not secrets
+    try:
+        return len(secrets) == 0
+    except TypeError:
+        return False
+
+
+class UnsignedHeaders(NamedTuple):
+    """Hub headers that are *not* covered by the signature.
+
+    Anyone who captured one signed request can change these within the
+    window: record them, correlate with them, never authorize on them.
+    """
+
+    client: str | None = None
+    tool_scope: str | None = None
+    idempotency_key: str | None = None
+    conversation: str | None = None
+
+
+class VerifiedCall(NamedTuple):
+    """A request whose hub signature was verified; immutable.
+
+    ``subject`` and ``job_id`` are signed and can be trusted; everything in
+    :attr:`unsigned` cannot. (A named tuple: it is built on every signed
+    request, and that is the cheapest immutable record Python has.)
+    """
+
+    #: ``"tool"`` (tool call or authz probe) or ``"catalog"`` (catalog fetch).
+    kind: Literal["tool", "catalog"]
+    #: The signed ``X-Bailing-On-Behalf-Of``; ``None`` for an anonymous call.
+    subject: str | None
+    #: The signed ``X-Bailing-Job-Id`` (``""`` when absent or empty).
+    job_id: str
+    #: Label of the secret that matched (index or mapping key, never the secret).
+    key_label: str
+    #: The signed Unix timestamp (seconds), as sent.
+    timestamp: str
+    method: str
+    #: The path+query that was signed (after the base_url prefix rules).
+    signed_path: str
+    body_sha256: str
+    #: The signature header itself (public on the wire; kept for replay checks).
+    signature: str
+    unsigned: UnsignedHeaders = UnsignedHeaders()
+
+    @property
+    def identity(self) -> str:
+        """A digest of everything the signature covers except the timestamp.
+
+        Two requests with the same identity are the same call: same method,
+        path+query, body, subject and job. Used to de-duplicate side effects
+        on signed material only (the idempotency header is unsigned).
+        """
+        material = "\n".join(
+            (self.method, self.signed_path, self.body_sha256, self.subject or "", self.job_id)
+        )
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class AsVerified(NamedTuple):
+    """The routing-relevant parts of the environ at the moment of verification.
+
+    A WSGI middleware installed between the verifier and the app (a method
+    override, a path rewrite, a body filter) could change the request after
+    its signature was checked; the gate compares these with what is routed.
+    """
+
+    #: ``REQUEST_METHOD`` that was signed.
+    method: str
+    #: The raw path that was verified, relative to the app (still percent-encoded).
+    raw_path: str
+    #: ``QUERY_STRING`` that was signed.
+    query: str
+    #: ``CONTENT_LENGTH`` handed to the app.
+    content_length: str | None
+    #: The body stream handed to the app.
+    stream: Any
+
+
+def _quote_path(decoded: str) -> str:
+    """Re-encode a WSGI (latin-1 decoded, percent-decoded) path segment by segment.
+
+    Exact for every value the hub sends except an encoded ``/`` (``%2F``),
+    which WSGI has already turned into a separator.
+    """
+    raw = decoded.encode("latin-1", "replace").decode("utf-8", "surrogateescape")
+    parts = []
+    for segment in raw.split("/"):
+        try:
+            parts.append(encode_uri_component(segment))
+        except ValueError:  # bytes that were not UTF-8
+            parts.append(
+                "".join(
+                    f"%{ord(ch) - 0xDC00:02X}" if 0xDC80 <= ord(ch) <= 0xDCFF else encode_uri_component(ch)
+                    for ch in segment
+                )
+            )
+    return "/".join(parts)
+
+
+def _raw_path(environ: dict[str, Any], raw_target: str) -> str:
+    """The request path relative to the application, still percent-encoded."""
+    raw: str | None = (
+        (environ.get("RAW_URI") or environ.get("REQUEST_URI")) if raw_target == "auto" else None
+    )
+    if not raw:
+        return _quote_path(environ.get("PATH_INFO", "") or "/")
+    cut = raw.find("?")
+    path = raw if cut < 0 else raw[:cut]
+    if "#" in path:
+        path = path[: path.find("#")]
+    if path[:1] != "/":
+        lowered = path[:8].lower()
+        if lowered.startswith("http://") or lowered.startswith("https://"):
+            # absolute-form request target: drop scheme and authority
+            slash = path.find("/", path.find("//") + 2)
+            path = path[slash:] if slash >= 0 else "/"
+    script = environ.get("SCRIPT_NAME")
+    if script:
+        mount = _quote_path(script)
+        if path == mount or path.startswith(mount + "/"):
+            path = path[len(mount) :] or "/"
+    return path
+
+
+def _routed_path(environ: dict[str, Any]) -> str:
+    """``PATH_INFO`` as Flask routes it: leading slashes collapse into one."""
+    path: str = environ.get("PATH_INFO") or "/"
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def _prefix_matches(path: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def mount_prefix(environ: dict[str, Any], public_prefix: str | None) -> str:
+    """The public path in front of the application, percent-encoded, no trailing ``/``.
+
+    ``BAILING_PUBLIC_PREFIX`` when set (a proxy strips the prefix without
+    telling the app), else ``SCRIPT_NAME``.
+    """
+    if public_prefix is not None:
+        return public_prefix.rstrip("/")
+    return _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
+
+
+class BailingMiddleware:
+    """Verify BailingHub's signed requests in front of a WSGI application.
+
+    :param app: the WSGI application to protect.
+    :param secrets: provider secret(s) of this tool source in the hub.
+        Several are accepted at once for rotation.
+    :param window: accepted clock difference in seconds (exclusive,
+        symmetric, default 300 like the hub's SDKs).
+    :param max_body_size: larger signed bodies are refused with 413.
+    :param spool_threshold: signed bodies above this size are spooled to a
+        temporary file instead of memory.
+    :param catalog_path: the catalog's path relative to the application
+        (verified with the full public path and an empty subject and job,
+        as the hub signs its fetch); ``None`` if this app serves no catalog.
+    :param public_prefix: the public path in front of the application.
+        Defaults to ``SCRIPT_NAME``; set it when a proxy strips the prefix
+        without telling the app (no ``X-Forwarded-Prefix``).
+    :param require_signature: path prefixes (relative to the app) on which
+        unsigned requests are refused, for applications that are not Flask.
+    :param raw_target: ``"auto"`` signs the raw request target the server
+        reports (``RAW_URI``/``REQUEST_URI``) and falls back to re-encoding
+        ``PATH_INFO``; ``"reconstruct"`` always re-encodes, for servers whose
+        ``REQUEST_URI`` was rewritten upstream.
+    :param error_renderer: restyles refusals; receives the
+        :class:`~bailing_flask.errors.SignatureError`.
+    :param on_refuse: called with the error, the environ and the path of
+        every refused request, before the refusal is answered (the Flask
+        extension audits it and sends a signal); its exceptions are logged,
+        never raised.
+    :param verified_elsewhere: exact paths whose signature uses another
+        scheme (the hub's callbacks: client token, milliseconds); they pass
+        through and the endpoint verifies them itself, but their bodies are
+        bounded here first, signed or not.
+    :param elsewhere_max_body_size: the largest body accepted on those
+        paths; larger ones get 413 ``body_too_large`` before they are read
+        past the limit (chunked uploads included).
+    :param clock: current Unix time (tests).
+    :param base_url: the base URL this tool source is registered with in
+        the hub (``BAILING_BASE_URL``). Tool calls are then verified against
+        the public path (mount prefix + path) minus its path, so both an
+        origin base URL and one with the prefix work; ``None`` verifies
+        relative to the application, i.e. assumes the base URL is where the
+        application's root is served.
+    :param missing_secret: what to do when ``secrets`` is empty or ``None``.
+        ``"raise"`` (the default) refuses to build the middleware;
+        ``"refuse"`` builds it, logs an error, and answers every signed
+        request ``503 not_configured`` until a secret is configured, so an
+        application whose commands do not need the hub (``flask routes``,
+        migrations) still starts. Unsigned requests pass through as usual.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        secrets: Secrets | None,
+        *,
+        window: int = 300,
+        max_body_size: int = 10 * MiB,
+        spool_threshold: int = 1 * MiB,
+        catalog_path: str | None = DEFAULT_CATALOG_PATH,
+        public_prefix: str | None = None,
+        require_signature: Sequence[str] = (),
+        raw_target: Literal["auto", "reconstruct"] = "auto",
+        error_renderer: ErrorRenderer | None = None,
+        on_refuse: RefusalListener | None = None,
+        verified_elsewhere: Sequence[str] = (),
+        elsewhere_max_body_size: int = 4 * MiB,
+        clock: Clock = time.time,
+        setting: str = "BAILING_SECRETS",
+        base_url: str | None = None,
+        missing_secret: Literal["raise", "refuse"] = "raise",
+    ) -> None:
+        self.app = app
+        self.base_url: BaseURL | None = parse_base_url(base_url, setting="base_url")
+        self.setting = setting
+        self.verifier: Verifier | None
+        if missing_secret not in ("raise", "refuse"):
+            raise ConfigurationError("missing_secret must be 'raise' or 'refuse'.")
+        if missing_secret == "refuse" and secrets_missing(secrets):
+            logger.error(
+                "bailing: %s is not set: every request signed by BailingHub will be refused with "
+                "503 not_configured until it holds the tool source's provider secret", setting,
+            )
+            _check_window(window, "window", 3600)
+            self.verifier = None
+        else:
+            self.verifier = Verifier(secrets, window=window, clock=clock, setting=setting)
+        if max_body_size < 0 or spool_threshold < 0 or elsewhere_max_body_size < 0:
+            raise ConfigurationError(
+                "max_body_size, spool_threshold and elsewhere_max_body_size must not be negative."
+            )
+        if raw_target not in ("auto", "reconstruct"):
+            raise ConfigurationError("raw_target must be 'auto' or 'reconstruct'.")
+        if public_prefix is not None and public_prefix not in ("",) and not public_prefix.startswith("/"):
+            raise ConfigurationError("public_prefix must be empty or start with '/'.")
+        self.max_body_size = max_body_size
+        self.spool_threshold = spool_threshold
+        self.catalog_path = catalog_path
+        self.public_prefix = public_prefix.rstrip("/") if public_prefix else public_prefix
+        self.require_signature = tuple(require_signature)
+        self.raw_target = raw_target
+        self.error_renderer = error_renderer
+        self.on_refuse = on_refuse
+        self.verified_elsewhere = frozenset(verified_elsewhere)
+        self.elsewhere_max_body_size = elsewhere_max_body_size
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if self.verified_elsewhere and _routed_path(environ) in self.verified_elsewhere:
+            return self._pass_elsewhere(environ, start_response)
+        signature = environ.get("HTTP_X_BAILING_SIGNATURE")
+        if signature is None:
+            environ[ENVIRON_KEY] = None
+            if self.require_signature and any(
+                _prefix_matches(_raw_path(environ, self.raw_target), p)
+                for p in self.require_signature
+            ):
+                return self._refuse(SignatureError("missing_signature"), environ, start_response)
+            return self.app(environ, start_response)
+        path = _raw_path(environ, self.raw_target)
+        if self.verifier is None:
+            return self._refuse(SignatureError("not_configured", status=503), environ, start_response)
+        try:
+            call, spilled = self._verify(environ, signature, path)
+        except SignatureError as error:
+            return self._refuse(error, environ, start_response)
+        environ[ENVIRON_KEY] = call
+        # the hub sends no cookies: one on a signed request was added by someone else, and
+        # must not make the hub's call ride (or become) a browser session
+        environ.pop("HTTP_COOKIE", None)
+        result = self.app(environ, start_response)
+        if spilled is not None:
+            return _ClosingIterable(result, spilled.close)
+        return result
+
+    def _pass_elsewhere(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """A hub callback path: bound the body, then let the endpoint verify it.
+
+        The endpoint must read the body to verify its signature, so the body
+        is read here first, never past the limit, and handed back.
+        """
+        environ[ENVIRON_KEY] = None
+        limit = self.elsewhere_max_body_size  # any method: an inner middleware may turn it into POST
+        try:
+            body = read_body(environ, limit, min(limit, self.spool_threshold))
+        except SignatureError as error:
+            return self._refuse(error, environ, start_response)
+        environ["wsgi.input"] = body.stream
+        if body.length or environ.get("CONTENT_LENGTH"):
+            environ["CONTENT_LENGTH"] = str(body.length)
+        result = self.app(environ, start_response)
+        if body.spilled:
+            return _ClosingIterable(result, body.stream.close)
+        return result
+
+    def _verify(
+        self, environ: dict[str, Any], signature: str, path: str
+    ) -> tuple[VerifiedCall, Any]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        query = environ.get("QUERY_STRING", "")
+        is_catalog = self.catalog_path is not None and path == self.catalog_path
+        timestamp = environ.get("HTTP_X_BAILING_TIMESTAMP")
+        if is_catalog:
+            prefix = self.public_prefix
+            if prefix is None:
+                prefix = _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
+            signed_path = prefix + path
+            subject_raw, job_id = "", ""
+        else:
+            signed_path = path if self.base_url is None else self._base_relative(environ, path)
+            subject_raw = environ.get("HTTP_X_BAILING_ON_BEHALF_OF", "")
+            job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
+        if query:
+            signed_path += "?" + query
+        verifier = self.verifier
+        assert verifier is not None  # __call__ refused the request without one
+        verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
+        verifier.check_reading(signed_path, subject_raw)
+        body = read_body(environ, self.max_body_size, self.spool_threshold)
+        environ["wsgi.input"] = body.stream
+        if body.length or environ.get("CONTENT_LENGTH"):
+            environ["CONTENT_LENGTH"] = str(body.length)
+        verifier.check_body(method, body.length)
+        assert timestamp is not None  # check_headers refused a missing one
+        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
+        label = verifier.match(
+            signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
+        )
+        environ[AS_VERIFIED_KEY] = AsVerified(
+            method, path, query, environ.get("CONTENT_LENGTH"), body.stream
+        )
+        call = VerifiedCall(  # positional: this runs on every signed request
+            "catalog" if is_catalog else "tool",
+            subject_raw or None,
+            job_id,
+            label,
+            timestamp,
+            method,
+            signed_path,
+            body.sha256,
+            signature,
+            UnsignedHeaders(
+                environ.get("HTTP_X_BAILING_CLIENT"),
+                environ.get("HTTP_X_BAILING_TOOL_SCOPE"),
+                environ.get("HTTP_X_BAILING_IDEMPOTENCY_KEY"),
+                environ.get("HTTP_X_BAILING_CONVERSATION"),
+            ),
+        )
+        return call, (body.stream if body.spilled else None)
+
+    def _refuse(
+        self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        job = environ.get("HTTP_X_BAILING_JOB_ID", "")
+        path = _raw_path(environ, self.raw_target)
+        expected = (  # the hub's own negative probe of every catalog refresh
+            path == self.catalog_path
+            and environ.get("HTTP_X_BAILING_SIGNATURE") == "sha256=" + "0" * 64
+        )
+        if error.reason == "not_configured":
+            logger.error(
+                "bailing: refused %s %s: %s is not set, so no hub request can be verified (job %r)",
+                environ.get("REQUEST_METHOD", "?"), path, self.setting, job[:64],
+            )
+        else:
+            logger.log(
+                logging.INFO if expected else logging.WARNING,
+                "bailing: refused %s %s: %s (job %r)",
+                environ.get("REQUEST_METHOD", "?"),
+                path,
+                error.reason,
+                job[:64],
+            )
+        if self.on_refuse is not None:
+            try:
+                self.on_refuse(error, environ, path)
+            except Exception:
+                logger.exception("bailing: the refusal listener failed")
+        rendered = self.error_renderer(error) if self.error_renderer else None
+        if rendered is None:
+            rendered = default_error_response(error)
+        status, headers, body = rendered
+        status_line = _STATUS_TEXT.get(status) or f"{status} Error"
+        # no hop-by-hop header (PEP 3333): after a 413 the server itself closes
+        # or drains the connection whose body was left unread
+        headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
+        headers.append(("X-Bailing-Reason", error.reason))
+        start_response(status_line, with_content_length(headers, body))
+        return [body]
+
+    def _base_relative(self, environ: dict[str, Any], path: str) -> str:
+        """What the hub signed for a tool call: the public path minus the base URL's path."""
+        assert self.base_url is not None
+        public = mount_prefix(environ, self.public_prefix) + path
+        relative = strip_base(public, self.base_url.path)
+        return public if relative is None else relative  # not under base_url: cannot verify
+
+
+def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The JSON body of a refusal: coarse SDK code, precise reason, explanation."""
+    body = json.dumps(
+        {"error": error.sdk_error, "reason": error.reason, "message": error.message},
+        separators=(",", ":"),
+    ).encode("utf-8")
+    headers = [
+        ("Content-Type", "application/json; charset=utf-8"),
+        ("Cache-Control", "no-store"),
+    ]
+    if error.status == 401:
+        headers.append(("WWW-Authenticate", 'Bailing realm="bailinghub"'))
+    return error.status, headers, body
+
+
+class _ClosingIterable:
+    """Close the spooled body file once the response has been sent."""
+
+    def __init__(self, iterable: Iterable[bytes], close: Callable[[], None]) -> None:
+        self._iterable = iterable
+        self._close = close
+
+    def __iter__(self) -> Any:
+        return iter(self._iterable)
+
+    def close(self) -> None:
+        try:
+            inner_close = getattr(self._iterable, "close", None)
+            if inner_close is not None:
+                inner_close()
+        finally:
+            self._close()

@@ -1,0 +1,79 @@
+"""What the tests share besides fixtures: the hub's test secrets, a hand-moved clock, raw requests.
+
+Fixtures live in ``conftest.py`` (and the ``tests._redis``, ``tests._servers``,
+``tests._postgres`` plugins); the apps the tests serve live in ``tests/apps/``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: The secret of the hub's frozen test vectors (the hub's published test vectors).
+HUB_SECRET = "bailing-test-secret"
+#: The ts of every frozen vector.
+VECTOR_TS = 1718000000
+#: A secret long enough not to trigger the short-secret warning.
+STRONG_SECRET = "s3cr3t-for-tests-0123456789abcdefghijklmnop"
+
+
+class FrozenClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: http.client.HTTPMessage
+    body: bytes
+
+
+def raw_request(
+    base_url: str,
+    method: str,
+    target: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | Iterable[bytes] | None = None,
+    *,
+    chunked: bool = False,
+) -> RawResponse:
+    """Send one request with the request-target exactly as given (no re-quoting).
+
+    Header values are sent as ISO-8859-1 bytes, which is how the hub's HTTP
+    client sends characters up to U+00FF.
+    """
+    host, port = base_url.split("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.putrequest(method, target, skip_accept_encoding=True)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value.encode("latin-1"))
+        if chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            for piece in body or []:
+                conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        else:
+            data = body if isinstance(body, bytes) else b"".join(body or [])
+            if data or method not in ("GET", "HEAD"):
+                conn.putheader("Content-Length", str(len(data)))
+            conn.endheaders(data or None)
+        response = conn.getresponse()
+        return RawResponse(response.status, response.headers, response.read())
+    finally:
+        conn.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
