@@ -24,6 +24,7 @@ from bailing_flask.errors import (
     SignatureError,
     ToolDeclarationError,
 )
+from bailing_flask._version import __version__
 from bailing_flask._pipeline.callbacks import dedupe_key
 from bailing_flask._pipeline.idempotency import REPLAY_HEADER, call_key
 from bailing_flask.extension import Bailing
@@ -41,7 +42,6 @@ from bailing_flask.wire.signing import (
 from bailing_flask.declare import Param, tool, tool_defaults
 from bailing_flask.wire.middleware import BailingMiddleware, UnsignedHeaders, VerifiedCall
 
-__version__ = "0.1.0"
 
 __all__ = [
     "REPLAY_HEADER",

@@ -358,7 +358,7 @@ def call_arguments(tool: Tool, call: ToolCall) -> dict[str, Any]:
 
 def call_args_hash(tool: Tool, call: ToolCall) -> str:
     """The hub's ``args_hash`` of :func:`call_arguments`."""
-    from bailing_flask.testing import canonical_json
+    from bailing_flask.wire.jsenc import canonical_json
 
     canonical = canonical_json(call_arguments(tool, call))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

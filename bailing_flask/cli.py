@@ -28,9 +28,9 @@ bailing_cli = AppGroup("bailing", help="BailingHub integration: catalog, checks 
 
 
 def _state() -> BailingState:
-    from bailing_flask.extension import Bailing
+    from bailing_flask._state import current_state
 
-    return Bailing.state(current_app)
+    return current_state()
 
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -91,7 +91,8 @@ def export_command(output: str | None, indent: int | None) -> None:
 
 def _registration() -> list[str]:
     """What to register in the hub for this app: base_url and spec_url."""
-    from bailing_flask.wire.base_url import application_root, parse_base_url
+    from bailing_flask._pipeline.mount import application_root
+    from bailing_flask.wire.base_url import parse_base_url
 
     state = _state()
     base = parse_base_url(state.config("BAILING_BASE_URL"))

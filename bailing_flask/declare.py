@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
 
+from bailing_flask._state import current_state
 from bailing_flask.errors import ConfigurationError, ToolDeclarationError
 
 __all__ = [
@@ -418,8 +419,6 @@ def get_defaults(target: Any) -> ToolOptions | None:
 
 
 def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Callable[..., Any]:
-    from bailing_flask._pipeline.gate import run_declared_view  # the gate imports Flask; declarations do not need it
-
     declaration = Declaration(options=options, view=view, qualname=qualname)
     if options.enabled is False:
         # an explicit opt-out: the view stays a plain route, but listings can say why
@@ -430,7 +429,7 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
 
     @functools.wraps(view)
     def tool_view(*args: Any, **kwargs: Any) -> Any:
-        return run_declared_view(declaration, view, args, kwargs, is_async)
+        return current_state().run_declared_view(declaration, view, args, kwargs, is_async)
 
     setattr(tool_view, _DECLARATION_ATTR, declaration)
     # lets the registry notice a route that registered the unguarded original

@@ -188,10 +188,10 @@ class _Watch:
 
 class _Exercise:
     def __init__(self, app: Flask, secret: str, subject: str | None) -> None:
-        from bailing_flask.extension import Bailing
+        from bailing_flask._state import state_of
 
         self.app = app
-        self.state = Bailing.state(app)
+        self.state = state_of(app)
         self.subject = subject
         self.hub = HubSimulator(app, secret, client="__probe__")
         self.report = ExerciseReport()

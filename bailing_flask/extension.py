@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from flask import Flask, Response, has_request_context, request
 
-from bailing_flask.wire.base_url import PathMap, checked_base_url, path_map_for
+from bailing_flask._state import EXTENSION_KEY, state_of
+from bailing_flask._pipeline.mount import path_map_for
+from bailing_flask.wire.base_url import PathMap, checked_base_url
 from bailing_flask._pipeline.sync import call_sync, check_async_support
 from bailing_flask._pipeline.catalog import Catalog, build_catalog
 from bailing_flask.errors import ConfigurationError, SignatureError
-from bailing_flask._pipeline.gate import ensure_gate, install_gates
+from bailing_flask._pipeline.gate import ensure_gate, install_gates, run_declared_view
 from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from bailing_flask._pipeline.registry import Registry, build_registry
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
@@ -72,6 +74,11 @@ class BailingState:
         #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
         self.telemetry: TelemetryHook | None = None
         self._approvals: BusinessApprovals | None = None
+
+    def run_declared_view(self, declaration: Any, view: Callable[..., Any], args: tuple[Any, ...],
+                          kwargs: dict[str, Any], is_async: bool) -> Any:
+        """What every ``@tool`` wrapper calls instead of the view (the gate decides first)."""
+        return run_declared_view(declaration, view, args, kwargs, is_async)
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
@@ -316,7 +323,7 @@ class Bailing:
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)
         state_holder.append(state)
-        app.extensions["bailing"] = state
+        app.extensions[EXTENSION_KEY] = state
         log_at_init(state, problems)
 
         from bailing_flask._pipeline.callbacks import make_callbacks_blueprint
@@ -475,7 +482,4 @@ class Bailing:
 
     @staticmethod
     def state(app: Flask) -> BailingState:
-        state = app.extensions.get("bailing")
-        if state is None:
-            raise RuntimeError("Bailing was not initialised for this app")
-        return state  # type: ignore[no-any-return]
+        return state_of(app)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, g, has_request_context, request
 
+from bailing_flask._state import EXTENSION_KEY
 from bailing_flask.context import TOOL_CALL_KEY, ToolCall
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.wire.middleware import ENVIRON_KEY, VerifiedCall
@@ -54,7 +55,7 @@ _PATCHED_ATTR = "__bailing_patched__"
 
 
 def _state() -> BailingState | None:
-    return current_app.extensions.get("bailing")  # type: ignore[no-any-return,unused-ignore]
+    return current_app.extensions.get(EXTENSION_KEY)  # type: ignore[no-any-return,unused-ignore]
 
 
 def is_tool_call() -> bool:

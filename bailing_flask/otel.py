@@ -65,7 +65,7 @@ def _import() -> tuple[Any, Any, Any]:
 
 
 def _version() -> str:
-    from bailing_flask import __version__
+    from bailing_flask._version import __version__
 
     return __version__
 
@@ -176,9 +176,9 @@ def instrument(app: Flask, *, tracer_provider: Any = None, meter_provider: Any =
     :param meter_provider: default: the global one (``opentelemetry.metrics``).
     :raises ConfigurationError: OpenTelemetry is not installed.
     """
-    from bailing_flask.extension import Bailing
+    from bailing_flask._state import state_of
 
-    state: BailingState = Bailing.state(app)
+    state: BailingState = state_of(app)
     telemetry = Telemetry(tracer_provider, meter_provider)
     first = state.telemetry is None
     state.telemetry = telemetry

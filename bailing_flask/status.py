@@ -175,7 +175,7 @@ def _approvals(state: BailingState) -> dict[str, Any]:
 
 def collect_status(state: BailingState) -> dict[str, Any]:
     """The whole report as a JSON-ready ``dict``."""
-    from bailing_flask import __version__
+    from bailing_flask._version import __version__
 
     has_tokens = bool(secret_items(state.config("BAILING_CLIENT_TOKENS")))
     handlers = {

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from bailing_flask.wire.jsenc import encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
+from bailing_flask.wire.jsenc import canonical_json, encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
 from bailing_flask.hub import posts as hub_payloads
 from bailing_flask.wire.signing import sign_callback, sign_tool_call
 
@@ -100,16 +100,6 @@ def catalog_headers(secret: str, path_with_query: str, *, ts: int | str | None =
         "X-Bailing-Timestamp": stamp,
         "X-Bailing-Signature": sign_tool_call(secret, stamp, "GET", path_with_query),
     }
-
-
-def canonical_json(value: Any) -> str:
-    """The hub's canonical JSON: keys sorted by UTF-16 code units at every depth."""
-    if isinstance(value, Mapping):
-        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
-        return "{" + ",".join(json_stringify(str(k)) + ":" + canonical_json(value[k]) for k in keys) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(canonical_json(item) for item in value) + "]"
-    return json_stringify(value)
 
 
 def idempotency_key(tool: str, args: Mapping[str, Any], job_id: str, subject: str | None) -> str:
@@ -222,12 +212,12 @@ class HubSimulator:
 
     def _in_process_paths(self) -> None:
         """Public paths of an in-process app: its mount prefix and its ``BAILING_BASE_URL``."""
-        from bailing_flask.wire.base_url import application_root
-        from bailing_flask.extension import Bailing
+        from bailing_flask._pipeline.mount import application_root
+        from bailing_flask._state import state_of
 
         app = self._app
         assert app is not None
-        middleware = Bailing.state(app).middleware
+        middleware = state_of(app).middleware
         self._script_name = application_root(app)
         prefix = middleware.public_prefix
         self._mount = prefix if prefix is not None else self._script_name
@@ -238,9 +228,9 @@ class HubSimulator:
     def _catalog_path(self, catalog_url: str | None) -> str:
         if catalog_url is None:
             if self._app is not None:
-                from bailing_flask.extension import Bailing
+                from bailing_flask._state import state_of
 
-                configured = Bailing.state(self._app).config("BAILING_CATALOG_PATH")
+                configured = state_of(self._app).config("BAILING_CATALOG_PATH")
                 return self._mount + str(configured)
             return self._prefix + "/.well-known/bailing/tools.json"
         parts = urlsplit(catalog_url)
@@ -444,9 +434,9 @@ class HubSimulator:
 
     def _post_path(self, setting: str, default: str) -> str:
         if self._app is not None:
-            from bailing_flask.extension import Bailing
+            from bailing_flask._state import state_of
 
-            configured = Bailing.state(self._app).config(setting)
+            configured = state_of(self._app).config(setting)
             if not configured:
                 raise AssertionError(f"{setting} is not set: the app receives no such POST")
             return str(configured)

@@ -29,7 +29,7 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
-from bailing_flask import audit
+import bailing_flask.audit as audit
 from bailing_flask.approvals import check_business_approval
 from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
@@ -38,6 +38,7 @@ from bailing_flask._pipeline.idempotency import REPLAY_HEADER
 from bailing_flask._pipeline.projection import PROJECTION_KEY, finish
 from bailing_flask.responses import ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
+from bailing_flask._state import current_state as _state
 from bailing_flask.declare import get_declaration
 from bailing_flask.wire.middleware import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
@@ -99,15 +100,6 @@ def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
 
 def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
     return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
-
-
-def _state() -> BailingState:
-    state = current_app.extensions.get("bailing")
-    if state is None:
-        raise RuntimeError(
-            "bailing_flask: a @tool view was called but Bailing(app) was not initialised for this app"
-        )
-    return state  # type: ignore[no-any-return]
 
 
 def _names(errors: list[dict[str, Any]]) -> list[str]:

@@ -60,7 +60,7 @@ def _iso(moment: _dt.datetime | None = None) -> str:
 
 def args_hash(args: Mapping[str, Any]) -> str:
     """The hub's hash of a call's (normalised) arguments: sha256 of canonical JSON."""
-    from bailing_flask.testing import canonical_json
+    from bailing_flask.wire.jsenc import canonical_json
 
     return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
 

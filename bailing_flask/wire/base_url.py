@@ -24,15 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from bailing_flask.errors import ConfigurationError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flask import Flask
-
-    from bailing_flask.wire.middleware import BailingMiddleware
 
 __all__ = [
     "BaseURL",
@@ -40,8 +35,6 @@ __all__ = [
     "parse_base_url",
     "checked_base_url",
     "strip_base",
-    "path_map_for",
-    "application_root",
 ]
 
 #: What a base URL path may contain so that the hub's URL parser sends it unchanged.
@@ -142,29 +135,3 @@ def checked_base_url(value: object) -> str | None:
     """``BAILING_BASE_URL`` validated (errors name the setting), normalised; ``None`` if unset."""
     parsed = parse_base_url(value)
     return None if parsed is None else parsed.url
-
-
-def application_root(app: Flask) -> str:
-    """Flask's ``APPLICATION_ROOT`` as a mount prefix (``"/"`` is ``""``)."""
-    root = app.config.get("APPLICATION_ROOT") or "/"
-    return str(root).rstrip("/")
-
-
-def path_map_for(middleware: BailingMiddleware, app: Flask,
-                 environ: dict[str, Any] | None) -> PathMap | None:
-    """The path map of ``app`` for this request (or, with ``environ=None``, for the CLI).
-
-    ``None`` without a base URL: routes are catalog paths, as they always were.
-    """
-    base = middleware.base_url
-    if base is None:
-        return None
-    if environ is not None:
-        from bailing_flask.wire.middleware import mount_prefix
-
-        mount = mount_prefix(environ, middleware.public_prefix)
-    elif middleware.public_prefix is not None:
-        mount = middleware.public_prefix
-    else:
-        mount = application_root(app)
-    return PathMap(mount=mount, base=base.path)

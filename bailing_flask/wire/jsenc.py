@@ -29,6 +29,7 @@ __all__ = [
     "js_number",
     "js_string",
     "js_property_order",
+    "canonical_json",
     "json_stringify",
 ]
 
@@ -183,3 +184,13 @@ def json_stringify(value: Any) -> str:
             + "}"
         )
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def canonical_json(value: Any) -> str:
+    """The hub's canonical JSON: keys sorted by UTF-16 code units at every depth."""
+    if isinstance(value, Mapping):
+        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
+        return "{" + ",".join(json_stringify(str(k)) + ":" + canonical_json(value[k]) for k in keys) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(canonical_json(item) for item in value) + "]"
+    return json_stringify(value)
