@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from bailing_flask._options import BailingKwargs, ToolKwargs
+    from bailing_flask._pipeline.idempotency import Idempotency
+    from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
     from bailing_flask.audit import TelemetryHook
     from bailing_flask.hub.client import HubClient
@@ -49,6 +51,13 @@ V = TypeVar("V", bound=Callable[..., Any])
 
 def _rule_count(app: Flask) -> int:
     return sum(1 for _ in app.url_map.iter_rules())
+
+
+def _transaction_mode(idempotency: Idempotency) -> TransactionalIdempotency:
+    """The transaction mode's runner, imported only by apps that use it."""
+    from bailing_flask.transactional import TransactionalIdempotency
+
+    return TransactionalIdempotency(idempotency)
 
 
 class BailingState:
@@ -67,7 +76,7 @@ class BailingState:
         self.gates: dict[str, Callable[..., Any]] = {}
         from bailing_flask._pipeline.idempotency import Idempotency
 
-        self.idempotency = Idempotency(self)
+        self.idempotency = Idempotency(self, _transaction_mode)
         self._callback_verifier: Any = None
         #: the package's own blueprints (catalog and probe, callbacks)
         self.blueprints: tuple[Any, ...] = ()

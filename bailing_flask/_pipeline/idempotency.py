@@ -196,8 +196,12 @@ class _Settings:
 class Idempotency:
     """Per-app de-duplication of side-effecting tool calls over a store."""
 
-    def __init__(self, state: BailingState) -> None:
+    def __init__(self, state: BailingState,
+                 transaction_mode: Callable[[Idempotency], TransactionalIdempotency]) -> None:
+        """``transaction_mode`` makes the transaction mode's runner on first use (it lives
+        above this module, in :mod:`bailing_flask.transactional`, which builds on it)."""
         self.state = state
+        self._transaction_mode = transaction_mode
         self._store: IdempotencyStore | None = None
         self._lock = threading.Lock()
         self._last_cleanup = time.monotonic()
@@ -242,11 +246,9 @@ class Idempotency:
     def transactional(self) -> TransactionalIdempotency:
         """The transaction mode (:mod:`bailing_flask.transactional`), created on first use."""
         if self._transactional is None:
-            from bailing_flask.transactional import TransactionalIdempotency
-
             with self._lock:
                 if self._transactional is None:
-                    self._transactional = TransactionalIdempotency(self)
+                    self._transactional = self._transaction_mode(self)
         return self._transactional
 
     # -- policy -------------------------------------------------------------------------
