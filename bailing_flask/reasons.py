@@ -156,6 +156,15 @@ _TABLE: tuple[Reason, ...] = (
            "subject and arguments) in its own approval flow; no such approval is on record"
            " here."
        )),
+    # hub callbacks (job finished, delivery webhook, approval request): the hub retries a 5xx only
+    _r("no_handler", 404, "not_found",
+       "This app registered no handler for this kind of hub callback."),
+    _r("invalid_payload", 400, "bad_request",
+       "The signed callback's JSON is not the payload the hub sends for this kind of event."),
+    _r("in_progress", 503, "unavailable",
+       "The same callback is being handled right now; the hub retries it later."),
+    _r("handler_failed", 500, "handler_failed",
+       "The app's callback handler failed; the hub retries the callback."),
 )
 
 #: Every reason by code, in the documentation's order.

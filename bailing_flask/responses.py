@@ -19,7 +19,7 @@ from flask import Response
 from bailing_flask.errors import REASON_MESSAGES
 from bailing_flask.reasons import REASONS
 
-__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER"]
+__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER", "reason_response"]
 
 #: The hub shows the model the first 2048 characters of a non-2xx body.
 MAX_ERROR_BODY = 2048
@@ -101,6 +101,18 @@ def json_response(payload: Any, status: int = 200, headers: dict[str, str] | Non
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
+
+
+def reason_response(code: str, *, message: str | None = None,
+                    headers: dict[str, str] | None = None) -> Response:
+    """A refusal of the package's own endpoints, from the reason table: status, coarse code, message.
+
+    ``message`` replaces the table's (say what exactly was wrong; never echo request data).
+    """
+    info = ErrorInfo.make(code)
+    if message is not None:
+        info = ErrorInfo(info.status, info.reason, message, info.details)
+    return json_response(info.payload(), info.status, {REASON_HEADER: code, **(headers or {})})
 
 
 WorkflowStatus = Literal["executed", "submitted", "pending_approval", "drafted", "rejected"]

@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from typing import Any
 
 import pytest
 from flask import Flask, render_template_string
@@ -14,6 +15,7 @@ from werkzeug.serving import make_server
 from bailing_flask import Bailing, sign_callback, tool
 from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 from bailing_flask.hub.tickets import verify_ticket
+from bailing_flask.reasons import REASONS
 
 from .helpers import STRONG_SECRET, raw_request
 from bailing_flask.hub.fake import FakeHub
@@ -222,3 +224,32 @@ def test_tool_calls_still_verified_next_to_callbacks(events):
         return "x"
 
     assert app.test_client().get("/api/x").status_code == 401
+
+
+def test_every_callback_refusal_comes_from_the_reason_table(live_server):
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=STRONG_SECRET, BAILING_STORE="memory://")
+    bailing = Bailing(app)
+    base = live_server(app)
+
+    def refusal(path: str, payload: dict, **kwargs: Any) -> tuple[int, dict, str | None]:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        stamp = int(time.time() * 1000)
+        headers = {"Content-Type": "application/json", "X-Bailing-Timestamp": str(stamp),
+                   "X-Bailing-Signature": sign_callback(kwargs.get("secret", CLIENT_TOKEN), stamp, body)}
+        response = raw_request(base, "POST", path, headers, body)
+        return response.status, json.loads(response.body), response.headers.get("X-Bailing-Reason")
+
+    seen = [refusal(JOB_PATH, JOB)]  # no handler
+    bailing.job_finished(lambda job: None)
+    bailing.approval_request(lambda request: None)
+    seen.append(refusal(JOB_PATH, JOB))  # no client token configured
+    app.config["BAILING_CLIENT_TOKENS"] = [CLIENT_TOKEN]
+    seen.append(refusal(APPROVAL_PATH, {"kind": "tool_approval_request"}))  # not the hub's payload
+    seen.append(refusal(JOB_PATH, JOB, secret="another-token-0123456789abcdefghijkl"))  # bad signature
+    assert [body["reason"] for _, body, _ in seen] == [
+        "no_handler", "not_configured", "invalid_payload", "bad_signature"]
+    for status, body, header in seen:
+        entry = REASONS[body["reason"]]
+        assert (status, body["error"], header) == (entry.status, entry.sdk_error, entry.code)
+        assert body["message"]

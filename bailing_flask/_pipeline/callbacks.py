@@ -34,7 +34,7 @@ from bailing_flask.hub.payloads import (
     parse_delivery,
     parse_job_record,
 )
-from bailing_flask.responses import json_response
+from bailing_flask.responses import REASON_HEADER, json_response, reason_response
 from bailing_flask.signals import callback_received
 from bailing_flask.settings import provider_secrets
 from bailing_flask.wire.signing import CallbackVerifier
@@ -90,18 +90,18 @@ def _refused(kind: str, error: SignatureError, state: BailingState | None = None
         kind, request.path, error.reason, _LIKELY_CAUSE.get(error.reason, "see the reason code"),
     )
     return json_response({"error": error.sdk_error, "reason": error.reason, "message": error.message},
-                         error.status)
+                         error.status, {REASON_HEADER: error.reason})
 
 
 def _handle(state: BailingState, kind: str) -> Response:
     handler = state.ext.callback_handlers.get(kind)
     if handler is None:
-        return json_response({"error": "not_found", "reason": "no_handler"}, 404)
+        return reason_response("no_handler")
     tokens = state.config("BAILING_CLIENT_TOKENS")
     if not tokens:
         logger.error("bailing: a %s handler is registered but BAILING_CLIENT_TOKENS is not set; "
                      "refusing the hub's callback", kind)
-        return json_response({"error": "unavailable", "reason": "not_configured"}, 503)
+        return reason_response("not_configured")
     raw = _bounded_body(int(state.config("BAILING_CALLBACK_MAX_BODY_SIZE")))
     if raw is None:
         return _refused(kind, SignatureError("body_too_large", status=413), state)
@@ -118,8 +118,7 @@ def _handle(state: BailingState, kind: str) -> Response:
     except PayloadError as error:
         logger.error("bailing: REFUSED a signed hub %s callback: %s (the hub will not retry)",
                      kind, error)
-        return json_response({"error": "bad_request", "reason": "invalid_payload",
-                              "message": str(error)}, 400)
+        return reason_response("invalid_payload", message=str(error))
     return _run_once(state, kind, handler, payload)
 
 
@@ -159,13 +158,12 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
     except StoreUnavailable as exc:
         logger.error("bailing: idempotency store unavailable (%s); asking the hub to retry the %s "
                      "callback", exc, kind)
-        return json_response({"error": "unavailable", "reason": "idempotency_store_unavailable"}, 503)
+        return reason_response("idempotency_store_unavailable")
     if reservation.outcome == "completed":
         return json_response({"ok": True, "duplicate": True}, 200)
     if not owned:
         # the same event is being handled right now: 503 makes the hub come back
-        return json_response({"error": "unavailable", "reason": "in_progress"}, 503,
-                             {"Retry-After": "2"})
+        return reason_response("in_progress", headers={"Retry-After": "2"})
     if kind == "approval":
         unavailable = _record_approval(state, payload, key, token)
         if unavailable is not None:
@@ -179,7 +177,7 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
             store.release(key, token=token)
         except StoreUnavailable:
             logger.error("bailing: could not release %s after a handler failure", key)
-        return json_response({"error": "handler_failed", "reason": "handler_failed"}, 500)
+        return reason_response("handler_failed")
     answer = StoredResponse(200, (("Content-Type", "application/json"),), b'{"ok":true}')
     try:
         store.complete(key, token=token, response=answer, retention_seconds=retention)
@@ -206,8 +204,7 @@ def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, to
             state.idempotency.store().release(key, token=token)
         except StoreUnavailable:
             pass
-        return json_response({"error": "unavailable", "reason": "idempotency_store_unavailable"},
-                             503)
+        return reason_response("idempotency_store_unavailable")
     return None
 
 
