@@ -27,6 +27,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.viewcode",
     "bailing_docs",
+    "bailing_layers",
 ]
 
 # No network during the build: no intersphinx, no remote images.

@@ -40,16 +40,20 @@ REQUEST_PATH: list[tuple[str, str, str]] = [
 ]
 
 _FONT = "font-family:var(--font-stack--monospace, monospace);"
+#: an arrow head along the line's direction
+_ARROW = ('<marker id="{id}" markerWidth="10" markerHeight="10" refX="9" refY="5" orient="auto">'
+          '<path d="M0,0 L9,5 L0,10 z" fill="currentColor"/></marker>')
 
 
-def _layers() -> list[list[str]]:
+def _layers() -> list[tuple[bool, list[str]]]:
+    """The contract's rows, top first: (whether its members may import each other, modules)."""
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg", encoding="utf-8")
     text = parser.get("importlinter:contract:layers", "layers")
     rows = []
     for line in text.strip().splitlines():
         separator = ":" if ":" in line else "|"
-        rows.append([part.strip() for part in line.split(separator) if part.strip()])
+        rows.append((separator == ":", [part.strip() for part in line.split(separator) if part.strip()]))
     return rows
 
 
@@ -72,10 +76,12 @@ def _label(module: str) -> str:
     return name + ("/" if _path_of(module).name == "__init__.py" else ".py")
 
 
-def _box(x: float, y: float, w: float, h: float, label: str, tip: str, fill: str) -> str:
+def _box(x: float, y: float, w: float, h: float, label: str, tip: str, fill: str,
+         dashed: bool = False) -> str:
+    dash = ' stroke-dasharray="5 3"' if dashed else ""
     return (f'<g><title>{html.escape(tip)}</title>'
             f'<rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{h:.0f}" rx="6" '
-            f'fill="{fill}" stroke="currentColor" stroke-opacity="0.5"/>'
+            f'fill="{fill}" stroke="currentColor" stroke-opacity="0.6"{dash}/>'
             f'<text x="{x + w / 2:.0f}" y="{y + h / 2 + 5:.0f}" text-anchor="middle" '
             f'style="{_FONT}font-size:13px" fill="currentColor">{html.escape(label)}</text></g>')
 
@@ -86,20 +92,19 @@ def layers_svg() -> str:
     height = len(rows) * (row_h + gap) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
              f'role="img" aria-label="The layers of bailing_flask" style="max-width:100%;height:auto">',
-             f'<defs><marker id="down" markerWidth="10" markerHeight="10" refX="5" refY="8" orient="auto">'
-             f'<path d="M0,0 L10,0 L5,9 z" fill="currentColor"/></marker></defs>',
+             f'<defs>{_ARROW.format(id="down")}</defs>',
              f'<line x1="14" y1="8" x2="14" y2="{height - 12}" stroke="currentColor" stroke-width="2" '
              f'marker-end="url(#down)"/>',
              f'<text x="24" y="{height / 2:.0f}" transform="rotate(90 24 {height / 2:.0f})" '
              f'text-anchor="middle" style="{_FONT}font-size:12px" fill="currentColor">imports point down</text>']
-    for index, row in enumerate(rows):
+    for index, (shared, row) in enumerate(rows):
         y = 6 + index * (row_h + gap)
         span = (width - left - 10) / len(row)
         for column, module in enumerate(row):
             fill = "rgba(80,130,200,0.18)" if module.startswith(("bailing_flask.wire", "bailing_flask._pipeline")) \
                 else "rgba(128,128,128,0.12)"
             parts.append(_box(left + column * span + 4, y, span - 8, row_h, _label(module),
-                              f"{module}: {_summary(module)}", fill))
+                              f"{module}: {_summary(module)}", fill, dashed=shared))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -109,8 +114,7 @@ def request_path_svg() -> str:
     height = len(REQUEST_PATH) * (row_h + gap) + 4
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
              f'aria-label="One tool call through bailing_flask" style="max-width:100%;height:auto">',
-             '<defs><marker id="step" markerWidth="10" markerHeight="10" refX="5" refY="8" orient="auto">'
-             '<path d="M0,0 L10,0 L5,9 z" fill="currentColor"/></marker></defs>']
+             f'<defs>{_ARROW.format(id="step")}</defs>']
     for index, (step, module, what) in enumerate(REQUEST_PATH):
         if module and not (PACKAGE / module).exists():
             raise ExtensionError(f"bailing-request-path: bailing_flask/{module} does not exist")
