@@ -32,7 +32,9 @@ extensions = [
 
 # No network during the build: no intersphinx, no remote images.
 root_doc = "index"
-exclude_patterns = ["_build"]
+# the Reliability page's parts (load, fuzzing, faults, the generated figures) are
+# included into reliability.rst, not documents of their own
+exclude_patterns = ["_build", "reliability/*"]
 templates_path: list[str] = []
 html_static_path = ["_static"]
 default_role = "code"
