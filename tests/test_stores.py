@@ -739,6 +739,57 @@ def test_a_store_from_outside_the_package_gets_the_request_path_methods(clock: C
     assert done is not None and done.outcome == "completed" and done.entry.response == OK
 
 
+class _Recording(_OutsideStore):
+    """A store that checks nothing itself and notes what its methods received."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.received: list[tuple[str, Any]] = []
+
+    def reserve(self, key: str, **kw: Any) -> Reservation:
+        self.received.append(("reserve", kw))
+        return super().reserve(key, **kw)
+
+    def cleanup(self, **kw: Any) -> int:
+        self.received.append(("cleanup", kw))
+        return super().cleanup(**kw)
+
+
+def test_the_base_class_checks_the_arguments_of_every_store(clock: Clock) -> None:
+    store = _Recording(clock)
+    for bad in ({"key": ""}, {"token": ""}, {"lease": 0.0}, {"lease": True},
+                {"retention": float("inf")}):
+        arguments: dict[str, Any] = {"key": "k1", "token": "token-a", **bad}
+        with pytest.raises(ValueError):
+            reserve(store, arguments.pop("key"), arguments.pop("token"), **arguments)
+        with pytest.raises(ValueError):
+            claim(store, "k1" if "key" not in bad else "", "token-a" if "token" not in bad else "",
+                  lease=bad.get("lease", LEASE), retention=bad.get("retention", RETENTION))
+    for call in (lambda: store.cleanup(limit=-1), lambda: store.get(""),
+                 lambda: store.take_over("k1", old_token="a", new_token="", lease_seconds=5),
+                 lambda: store.complete("k1", token="", response=OK, retention_seconds=5),
+                 lambda: store.complete_deferred("k1", token="t", response=OK,
+                                                 retention_seconds=0),
+                 lambda: store.remember_signature("", ttl_seconds=5),
+                 lambda: store.list(state="done")):  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            call()
+    assert store.received == []  # refused before the store's own code ran
+    reserve(store, "k1", "token-a", lease=5, retention=600)  # ints are seconds too
+    assert store.received == [("reserve", {"token": "token-a", "lease_seconds": 5.0,
+                                           "retention_seconds": 600.0, "meta": META})]
+    assert isinstance(store.received[0][1]["lease_seconds"], float)
+    assert store.cleanup() == 0 and store.received[-1] == ("cleanup", {"limit": 1000})
+
+
+def test_the_checks_are_applied_once_per_method_and_keep_its_name() -> None:
+    assert MemoryStore.claim.__name__ == "claim"
+    assert MemoryStore.claim.__wrapped__.__qualname__ == "MemoryStore.claim"  # type: ignore[attr-defined]
+    assert not hasattr(MemoryStore.claim.__wrapped__, "__wrapped__")  # type: ignore[attr-defined]
+    assert getattr(SQLiteStore.complete_deferred, "__wrapped__") is getattr(
+        IdempotencyStore.complete_deferred, "__wrapped__")  # inherited, not wrapped again
+
+
 def test_the_unchecked_constructors_build_equal_records() -> None:
     from bailing_flask.stores.base import _trusted_meta, _trusted_response
 
