@@ -36,7 +36,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from heapq import nsmallest
 from typing import TYPE_CHECKING, Any
@@ -53,13 +53,20 @@ from ._entries import (
     Reservation,
     StoredResponse,
     StoreUnavailable,
-    _decode_headers,
-    _decode_meta,
     _encode_headers,
     _encode_meta,
     _matches,
     _new_entry,
     _outcome,
+)
+from ._redis_codec import (
+    _approval_from_hash,
+    _entry_from_hash,
+    _glob_escape,
+    _millis,
+    _num,
+    _pack,
+    _pairs,
 )
 from ._redis_lua import (
     _ADD_APPROVAL,
@@ -74,7 +81,8 @@ from ._redis_lua import (
     _RESOLVE,
     _TAKE_OVER,
 )
-from .approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request, oldest_first
+from ._redis_persistence import read_settings, settings_warnings
+from .approvals import ApprovalRecord, ApprovalStatus, encode_request, oldest_first
 from .base import IdempotencyStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,20 +99,6 @@ _DEFER_DELAY = 0.005
 _SCAN_COUNT = 500
 
 
-def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> ApprovalRecord:
-    def text(name: bytes) -> str | None:
-        value = fields.get(name)
-        return None if value is None else value.decode("utf-8")
-
-    decided_at = fields.get(b"decided_at")
-    return decode_record(
-        approval_id, text(b"job_id") or "", text(b"tool") or "", fields[b"request"],
-        status=text(b"status") or "pending", received_at=float(fields[b"received_at"]),
-        expires_at=float(fields[b"expires_at"]), decision_id=text(b"decision_id"),
-        approver=text(b"approver"), decided_at=None if decided_at is None else float(decided_at),
-    )
-
-
 def _import_redis() -> Any:
     try:
         import redis
@@ -115,15 +109,6 @@ def _import_redis() -> Any:
             "The Redis idempotency store needs redis-py: pip install 'bailing_flask[redis]'."
         ) from None
     return redis
-
-
-def _millis(seconds: float) -> int:
-    """A Redis TTL in milliseconds, never zero (PX 0 is an error)."""
-    return max(1, math.ceil(seconds * 1000))
-
-
-def _num(value: float) -> str:
-    return repr(float(value))
 
 
 def _redacted(url: str) -> str:
@@ -140,47 +125,6 @@ def _redacted(url: str) -> str:
 def _describe_client(client: Any) -> str:
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
     return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-
-
-def _pack(commands: list[tuple[bytes, ...]]) -> bytes:
-    """Commands of byte strings in RESP, the way redis-py packs them (but without its
-    per-argument encoder: every argument here is bytes already)."""
-    out = []
-    for command in commands:
-        out.append(b"*%d\r\n" % len(command))
-        for arg in command:
-            out.append(b"$%d\r\n" % len(arg))
-            out.append(arg)
-            out.append(b"\r\n")
-    return b"".join(out)
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8")
-
-
-def _entry_from_hash(key: str, fields: Mapping[bytes, bytes]) -> Entry:
-    response = None
-    if b"status" in fields:
-        response = StoredResponse(
-            int(fields[b"status"]), _decode_headers(fields[b"headers"]), fields[b"body"]
-        )
-    return Entry(
-        key=key,
-        state=fields[b"state"].decode("ascii"),  # type: ignore[arg-type]
-        token=fields[b"token"].decode("utf-8"),
-        created_at=float(fields[b"created_at"]),
-        lease_expires_at=float(fields[b"lease_expires_at"]),
-        expires_at=float(fields[b"expires_at"]),
-        meta=_decode_meta(fields[b"meta"]),
-        response=response,
-        note=_text(fields.get(b"note")),
-    )
-
-
-def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
-    """HGETALL as returned from a Lua script: a flat list of fields and values."""
-    return dict(zip(flat[::2], flat[1::2]))
 
 
 class RedisStore(IdempotencyStore):
@@ -298,62 +242,9 @@ class RedisStore(IdempotencyStore):
 
         :raises StoreUnavailable: if the server cannot be reached at all.
         """
-        where = f"The Redis idempotency store at {self.display}"
         with self._unchecked_errors():
-            settings = self._read_settings()
-        if settings is None:
-            return [f"{where} could not read the server's persistence settings (CONFIG and INFO "
-                    "refused). Make sure the server runs with appendonly yes and "
-                    "maxmemory-policy noeviction, or completed side effects may be forgotten and "
-                    "replayed calls run again."]
-        problems: list[str] = []
-        aof, save = settings.get("appendonly"), settings.get("save")
-        if aof == "no" and save == "":
-            problems.append(
-                f"{where} keeps nothing across a restart (appendonly no, save \"\"): when Redis "
-                "restarts, every completed side effect is forgotten and a replayed call runs "
-                "again. Set appendonly yes (appendfsync everysec or always) in redis.conf, or "
-                "CONFIG SET appendonly yes followed by CONFIG REWRITE.")
-        elif aof == "no":
-            snapshots = f"save {save!r}" if save is not None else "RDB snapshots at best"
-            problems.append(
-                f"{where} persists only by snapshots (appendonly no, {snapshots}): records "
-                "written since the last snapshot are lost when Redis stops without saving "
-                "(crash, kill, out of memory, power loss), and those calls could run again. Set "
-                "appendonly yes (appendfsync everysec or always).")
-        policy, maxmemory = settings.get("maxmemory-policy"), settings.get("maxmemory")
-        if policy not in (None, "noeviction") and maxmemory not in (None, "0"):
-            problems.append(
-                f"{where} may evict keys under memory pressure (maxmemory-policy {policy}); every "
-                "record has a TTL, so volatile-* policies evict them too, and an evicted record "
-                "lets a replayed call run again. Set maxmemory-policy noeviction (or give this "
-                "store a Redis of its own).")
-        return problems
-
-    def _read_settings(self) -> dict[str, str] | None:
-        """The relevant server settings, as strings; ``None`` if neither source answers."""
-        redis_errors = self._errors_caught
-        try:
-            found: dict[str, str] = {}
-            for pattern in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
-                found.update({str(k): str(v) for k, v in self._client.config_get(pattern).items()})
-            return found
-        except redis_errors as exc:
-            if _unreachable(exc):
-                raise
-        try:
-            persistence = self._client.info("persistence")
-            memory = self._client.info("memory")
-        except redis_errors as exc:
-            if _unreachable(exc):
-                raise
-            return None
-        found = {"appendonly": "yes" if str(persistence.get("aof_enabled")) == "1" else "no"}
-        if "maxmemory" in memory:
-            found["maxmemory"] = str(memory["maxmemory"])
-        if "maxmemory_policy" in memory:
-            found["maxmemory-policy"] = str(memory["maxmemory_policy"])
-        return found
+            settings = read_settings(self._client, self._errors_caught)
+        return settings_warnings(settings, f"The Redis idempotency store at {self.display}")
 
     @contextmanager
     def _unchecked_errors(self) -> Iterator[None]:
@@ -823,17 +714,5 @@ class RedisStore(IdempotencyStore):
         return oldest_first(found.values())[:limit]
 
 
-def _unreachable(exc: BaseException) -> bool:
-    """A connection or timeout problem (as opposed to a refused command)."""
-    import redis
-
-    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
-
-
 def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:
     return nsmallest(limit, entries, key=lambda entry: (entry.created_at, entry.key))
-
-
-def _glob_escape(text: str) -> str:
-    """Escape SCAN ``MATCH`` wildcards, so a prefix like ``app[1]:`` is literal."""
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

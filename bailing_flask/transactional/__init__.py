@@ -44,6 +44,8 @@ a database), ``_sqlalchemy`` and ``_dbapi`` (the two adapters) and ``_mode``
 
 from __future__ import annotations
 
+# Every name the module had before it became a package, private ones too, stays importable
+# from here (tests and apps import them from bailing_flask.transactional).
 from ._adapter import TransactionAdapter, _CallTransaction
 from ._dbapi import (
     DBAPITransaction,

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
-from ..stores.base import ListState, _decode_headers, _encode_headers
+from ..stores.base import ListState, _decode_headers
 
 #: The default name of the table that holds the records.
 TABLE_NAME = "bailing_idempotency"
