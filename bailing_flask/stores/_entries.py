@@ -255,9 +255,3 @@ def _encode_headers(headers: Iterable[tuple[str, str]]) -> str:
 
 def _decode_headers(text: str | bytes) -> tuple[tuple[str, str], ...]:
     return tuple((str(name), str(value)) for name, value in json.loads(text))
-
-
-# The module they were always documented, pickled and shown in tracebacks under.
-for _cls in (StoreUnavailable, StoredResponse, EntryMeta, Entry, Reservation):
-    _cls.__module__ = "bailing_flask.stores.base"
-del _cls

@@ -96,9 +96,3 @@ __all__ = [
     "DBAPITransaction",
     "create_table_sql",
 ]
-
-# The public names keep the module they always had (reprs, pickles, the API docs).
-for _public in (TransactionAdapter, SQLAlchemyTransaction, DBAPITransaction, create_table_sql,
-                TransactionalIdempotency, resolve_adapter, findings, in_transaction_mode):
-    _public.__module__ = __name__
-del _public
