@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..stores import Entry, StoredResponse
-from ..stores.base import ListState
-from ._records import _Record
+from ._records import ListState, _Record
 
 logger = logging.getLogger("bailing_flask")
 

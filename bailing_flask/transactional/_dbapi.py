@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from ..errors import ConfigurationError
 from ..stores import Entry, StoredResponse, StoreUnavailable
-from ..stores.base import ListState, _encode_headers
 from ._adapter import TransactionAdapter, _CallTransaction
 from ._records import (
+    ListState,
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
@@ -29,6 +29,7 @@ from ._records import (
     _insert_values,
     _matches,
     _placeholders,
+    _encode_headers,
     _Record,
     _unavailable,
     create_table_sql,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..stores import Entry, StoredResponse, StoreUnavailable
-from ..stores.base import ListState, _encode_headers
 from ._adapter import TransactionAdapter, _CallTransaction
 from ._records import (
+    ListState,
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
@@ -30,6 +30,7 @@ from ._records import (
     _matches,
     _parameters,
     _placeholders,
+    _encode_headers,
     _Record,
     _unavailable,
 )
