@@ -12,9 +12,9 @@ import re
 import time
 from urllib.parse import unquote
 
-from ..errors import ConfigurationError
-from .approvals import ApprovalRecord, ApprovalStatus
-from .base import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.stores.base import (
     Clock,
     Entry,
     EntryMeta,
@@ -23,9 +23,9 @@ from .base import (
     StoredResponse,
     StoreUnavailable,
 )
-from .memory import MemoryStore
-from .redis import RedisStore
-from .sqlite import SQLiteStore
+from bailing_flask.stores.memory import MemoryStore
+from bailing_flask.stores.redis import RedisStore
+from bailing_flask.stores.sqlite import SQLiteStore
 
 __all__ = [
     "ApprovalRecord",

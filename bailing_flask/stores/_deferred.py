@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from ._entries import StoredResponse
+from bailing_flask.stores._entries import StoredResponse
 
 logger = logging.getLogger("bailing_flask")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import BailingError
+from bailing_flask.errors import BailingError
 
 #: A source of the current Unix time in seconds (``time.time`` by default).
 Clock = Callable[[], float]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ._entries import Entry, StoredResponse, _decode_headers, _decode_meta
-from .approvals import ApprovalRecord, decode_record
+from bailing_flask.stores._entries import Entry, StoredResponse, _decode_headers, _decode_meta
+from bailing_flask.stores.approvals import ApprovalRecord, decode_record
 
 
 def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> ApprovalRecord:

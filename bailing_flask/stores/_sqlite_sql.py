@@ -7,7 +7,7 @@ place. Every mutation is one statement, so it is atomic on its own.
 
 from __future__ import annotations
 
-from ._entries import ListState
+from bailing_flask.stores._entries import ListState
 
 #: Bumped when the tables change, so a later version can migrate old files.
 _SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ import time
 from itertools import islice
 from typing import Any
 
-from ._entries import (
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
@@ -29,8 +29,8 @@ from ._entries import (
     _trusted_meta,
     _trusted_response,
 )
-from .approvals import ApprovalRecord, ApprovalStatus, decide, oldest_first, received
-from .base import IdempotencyStore
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decide, oldest_first, received
+from bailing_flask.stores.base import IdempotencyStore
 
 __all__ = ["MemoryStore"]
 

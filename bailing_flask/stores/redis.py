@@ -42,9 +42,9 @@ from heapq import nsmallest
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
-from ._deferred import _Completion, _log_refused, _Pending
-from ._entries import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores._deferred import _Completion, _log_refused, _Pending
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
@@ -59,7 +59,7 @@ from ._entries import (
     _new_entry,
     _outcome,
 )
-from ._redis_codec import (
+from bailing_flask.stores._redis_codec import (
     _approval_from_hash,
     _entry_from_hash,
     _glob_escape,
@@ -68,7 +68,7 @@ from ._redis_codec import (
     _pack,
     _pairs,
 )
-from ._redis_lua import (
+from bailing_flask.stores._redis_lua import (
     _ADD_APPROVAL,
     _CLAIM,
     _CLEANUP,
@@ -81,9 +81,9 @@ from ._redis_lua import (
     _RESOLVE,
     _TAKE_OVER,
 )
-from ._redis_persistence import read_settings, settings_warnings
-from .approvals import ApprovalRecord, ApprovalStatus, encode_request, oldest_first
-from .base import IdempotencyStore
+from bailing_flask.stores._redis_persistence import read_settings, settings_warnings
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, encode_request, oldest_first
+from bailing_flask.stores.base import IdempotencyStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis as redis_module

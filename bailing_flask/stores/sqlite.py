@@ -43,9 +43,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigurationError
-from ._deferred import _Completion, _Later, _log_refused, _Pending
-from ._entries import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores._deferred import _Completion, _Later, _log_refused, _Pending
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
@@ -61,7 +61,7 @@ from ._entries import (
     _new_entry,
     _outcome,
 )
-from ._sqlite_sql import (
+from bailing_flask.stores._sqlite_sql import (
     _ADD_APPROVAL,
     _APPROVAL_COLUMNS,
     _APPROVALS_SCHEMA,
@@ -80,8 +80,8 @@ from ._sqlite_sql import (
     _SCHEMA_VERSION,
     _TAKE_OVER,
 )
-from .approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
-from .base import IdempotencyStore, _check_seconds
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
+from bailing_flask.stores.base import IdempotencyStore, _check_seconds
 
 __all__ = ["SQLiteStore"]
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 # Every name the module had before it became a package, private ones too, stays importable
 # from here (tests and apps import them from bailing_flask.transactional).
-from ._adapter import TransactionAdapter, _CallTransaction
-from ._dbapi import (
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._dbapi import (
     DBAPITransaction,
     _begin,
     _commit,
@@ -56,7 +56,7 @@ from ._dbapi import (
     _in_transaction,
     _rollback,
 )
-from ._mode import (
+from bailing_flask.transactional._mode import (
     _CLEANUP_INTERVAL,
     _REPLAY_HEADER,
     _SKIPPED_HEADERS,
@@ -66,7 +66,7 @@ from ._mode import (
     in_transaction_mode as in_transaction_mode,
     resolve_adapter as resolve_adapter,
 )
-from ._records import (
+from bailing_flask.transactional._records import (
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
@@ -87,7 +87,7 @@ from ._records import (
     _unavailable,
     create_table_sql,
 )
-from ._sqlalchemy import SQLAlchemyTransaction, _define_table, _SQLAlchemyCall
+from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction, _define_table, _SQLAlchemyCall
 
 __all__ = [
     "TABLE_NAME",

@@ -8,8 +8,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..stores import Entry, StoredResponse
-from ._records import ListState, _Record
+from bailing_flask.stores import Entry, StoredResponse
+from bailing_flask.transactional._records import ListState, _Record
 
 logger = logging.getLogger("bailing_flask")
 

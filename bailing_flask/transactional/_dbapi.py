@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from ..errors import ConfigurationError
-from ..stores import Entry, StoredResponse, StoreUnavailable
-from ._adapter import TransactionAdapter, _CallTransaction
-from ._records import (
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores import Entry, StoredResponse, StoreUnavailable
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._records import (
     ListState,
     _COLUMNS,
     _COMPLETE_SQL,

@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
-from .._wsgi_headers import is_hop_by_hop
-from ..errors import ConfigurationError
-from ..lint.codes import Finding, finding
-from ..responses import ErrorInfo
-from ..stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
-from ._adapter import TransactionAdapter, _CallTransaction
-from ._records import _Busy, _Duplicate, _Record
-from ._sqlalchemy import SQLAlchemyTransaction
+from bailing_flask._wsgi_headers import is_hop_by_hop
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.lint.codes import Finding, finding
+from bailing_flask.responses import ErrorInfo
+from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._records import _Busy, _Duplicate, _Record
+from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..context import ToolCall
-    from ..idempotency import Idempotency
-    from ..registry import Tool
+    from bailing_flask.context import ToolCall
+    from bailing_flask.idempotency import Idempotency
+    from bailing_flask.registry import Tool
 
 logger = logging.getLogger("bailing_flask")
 
@@ -73,7 +73,7 @@ class TransactionalIdempotency:
         return self._adapter
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
-        from ..idempotency import call_key
+        from bailing_flask.idempotency import call_key
 
         adapter = self.adapter()
         if adapter is None:
@@ -234,7 +234,7 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
 
 def findings(app: Any, tool: Tool) -> list[Finding]:
     """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    from ..idempotency import Idempotency
+    from bailing_flask.idempotency import Idempotency
     if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
         return []
     out: list[Finding] = []
