@@ -914,6 +914,41 @@ def test_sqlite_deferred_completions_share_the_next_claims_transaction(tmp_path:
     store.close()
 
 
+def _background_write_in_flight(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Connection]:
+    """A store whose background thread has taken k1's deferred completion and waits for the
+    write lock, which another connection holds (released by the caller)."""
+    store = SQLiteStore(tmp_path / "idem.db", busy_timeout=5.0)
+    assert claim(store, "k1", "token-a") is None
+    holder = sqlite3.connect(tmp_path / "idem.db", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    store._pending._later._delay = 0.0
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    deadline = time.monotonic() + 5
+    while "k1" not in store._pending._in_flight:  # taken by the background thread
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    return store, holder
+
+
+def test_sqlite_flush_waits_for_a_background_write_in_flight(tmp_path: Path) -> None:
+    store, holder = _background_write_in_flight(tmp_path)
+    threading.Timer(0.2, holder.execute, ("ROLLBACK",)).start()
+    store.flush()  # nothing left to take, but one write still carries a completion
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed"
+    holder.close()
+    store.close()
+
+
+def test_sqlite_repeat_in_this_process_waits_for_its_completion_in_flight(tmp_path: Path) -> None:
+    store, holder = _background_write_in_flight(tmp_path)
+    threading.Timer(0.2, holder.execute, ("ROLLBACK",)).start()
+    held = claim(store, "k1", "token-b")  # must not overtake the background write
+    assert held is not None and held.outcome == "completed" and held.entry.response == OK
+    holder.close()
+    store.close()
+
+
 def test_sqlite_checkpoints_run_in_the_background_not_in_a_request(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "idem.db")
     ran_on: list[str] = []

@@ -205,9 +205,18 @@ class _Pending:
             self._later.soon()
 
     def flush(self) -> None:
-        """Write everything now (``IdempotencyStore.flush``)."""
+        """Write everything now (``IdempotencyStore.flush``).
+
+        Also waits (up to :data:`_FLUSH_WAIT` seconds) for the writes other
+        threads have taken completions into (the background thread, a claim):
+        when it returns, every completion deferred before it is written or
+        given up.
+        """
         self._later.run_now()
         self._flush()
+        if self._in_flight:
+            with self._cond:
+                self._cond.wait_for(lambda: not self._in_flight, _FLUSH_WAIT)
 
     def _flush(self) -> None:
         items = self.take()
@@ -233,6 +242,8 @@ def _log_refused(items: list[_Completion]) -> None:
 
 
 _MAX_ATTEMPTS = 3
+#: seconds :meth:`_Pending.flush` waits for other threads' writes (beyond a busy timeout)
+_FLUSH_WAIT = 10.0
 _PENDINGS: weakref.WeakSet[_Pending] = weakref.WeakSet()
 _IDLE_EXIT = 30.0
 _LATERS: weakref.WeakSet[_Later] = weakref.WeakSet()

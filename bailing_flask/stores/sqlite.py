@@ -337,9 +337,13 @@ class SQLiteStore(IdempotencyStore):
         lease = lease_seconds
         keep = lease if lease > retention_seconds else retention_seconds
         meta_json = _encode_meta(meta)
+        pending = self._pending
+        # a completion of this key that another thread's write carries lands first, so a
+        # repeat in this process never overtakes the completion of the call it repeats
+        pending.wait_landed(key, self.busy_timeout)
         try:
             conn = self._connection()
-            if self._pending:
+            if pending:
                 return self._claim_with_pending(conn, key, token, lease, keep, meta_json)
             for _attempt in range(10):
                 now = self.clock()
