@@ -11,6 +11,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -947,6 +949,39 @@ def test_sqlite_repeat_in_this_process_waits_for_its_completion_in_flight(tmp_pa
     assert held is not None and held.outcome == "completed" and held.entry.response == OK
     holder.close()
     store.close()
+
+
+_CLOSE_WHILE_CHECKPOINTING = """
+import sys, time
+import bailing_flask.stores.sqlite as sqlite_store
+from bailing_flask.stores import SQLiteStore
+
+sqlite_store._CHECKPOINT_EVERY = 1  # a background checkpoint after every write
+store = SQLiteStore(sys.argv[1])
+deadline = time.monotonic() + 1.5
+count = 0
+while time.monotonic() < deadline:
+    count += 1
+    store.remember_signature(f"s{count}", ttl_seconds=60.0)
+    if count % 3 == 0:
+        store.close()
+print("closed", count // 3, "times")
+"""
+
+
+def test_sqlite_close_never_closes_a_connection_a_background_checkpoint_uses(
+    tmp_path: Path,
+) -> None:
+    # close() used to close the checkpoint thread's connection under its running statement:
+    # a segmentation fault within about a second. In a child process, so a crash fails only
+    # this test.
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _CLOSE_WHILE_CHECKPOINTING,
+                           str(tmp_path / "idem.db")], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("closed")
 
 
 def test_sqlite_checkpoints_run_in_the_background_not_in_a_request(tmp_path: Path) -> None:

@@ -155,6 +155,10 @@ class SQLiteStore(IdempotencyStore):
         self._generation = 0
         self._schema_ready = False
         self._writes = 0
+        #: held while the store's own threads use their connection, and by close(), which
+        #: must never close a connection a statement is running on (SQLite would crash)
+        self._background_lock = threading.Lock()
+        self._background_pid = os.getpid()
         self._checkpoint_later = _Later(self._checkpoint, 0.0, "bailing-sqlite-checkpoint")
         #: completions deferred by complete_deferred(), written with the next claim
         self._defer_completions(self._write_pending, _DEFER_DELAY, "bailing-sqlite-completions",
@@ -212,9 +216,19 @@ class SQLiteStore(IdempotencyStore):
             self._writes = 0
             self._checkpoint_later.soon()
 
+    @contextmanager
+    def _background(self) -> Iterator[None]:
+        """What the store's background threads hold while they use the database."""
+        pid = os.getpid()
+        if self._background_pid != pid:  # forked: a parent's thread may have held it
+            self._background_lock, self._background_pid = threading.Lock(), pid
+        with self._background_lock:
+            yield
+
     def _checkpoint(self) -> None:
         try:
-            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            with self._background():
+                self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except (sqlite3.Error, OSError) as exc:
             logger.warning("bailing: background checkpoint of the SQLite idempotency store at %s "
                            "failed (%s: %s); SQLite checkpoints by itself later", self.path,
@@ -407,7 +421,7 @@ class SQLiteStore(IdempotencyStore):
     def _write_pending(self, items: list[_Completion]) -> list[_Completion]:
         """The background write of completions no claim took along; those to try again."""
         try:
-            with self._errors(), self._write() as conn:
+            with self._background(), self._errors(), self._write() as conn:
                 refused = self._apply(conn, items)
         except StoreUnavailable as exc:
             logger.warning("bailing: deferred completions not written yet: %s", exc)
@@ -570,12 +584,13 @@ class SQLiteStore(IdempotencyStore):
         self._pending.flush()
         self._checkpoint_later.cancel()  # SQLite checkpoints when the last connection closes
         pid = os.getpid()
-        self._generation += 1
-        for ident, (owner, _thread, _conn) in list(self._connections.items()):
-            if owner == pid:
-                item = self._connections.pop(ident, None)
-                if item is not None:
-                    _close_quietly(item[2])
+        with self._background():  # not while a checkpoint or a deferred write runs
+            self._generation += 1
+            for ident, (owner, _thread, _conn) in list(self._connections.items()):
+                if owner == pid:
+                    item = self._connections.pop(ident, None)
+                    if item is not None:
+                        _close_quietly(item[2])
 
 
     # --- business approvals -----------------------------------------------------
