@@ -484,25 +484,17 @@ def _validated_take_over(method: _Method) -> _Method:
     return _mark(checked)
 
 
-def _validated_mark_uncertain(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, token: str, note: str) -> Any:
-        return method(self, _check_key(key), token=token, note=note)
-    return _mark(checked)
+def _first_checked(check: Callable[[Any], Any]) -> Callable[[_Method], _Method]:
+    """Methods whose only checked argument is the first: ``check`` it, pass the rest on."""
+    def validated(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def checked(self: IdempotencyStore, first: Any, **keywords: Any) -> Any:
+            return method(self, check(first), **keywords)
+        return _mark(checked)
+    return validated
 
 
-def _validated_release(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, token: str) -> Any:
-        return method(self, _check_key(key), token=token)
-    return _mark(checked)
-
-
-def _validated_get(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str) -> Any:
-        return method(self, _check_key(key))
-    return _mark(checked)
+_validated_key = _first_checked(_check_key)
 
 
 def _validated_list(method: _Method) -> _Method:
@@ -558,13 +550,6 @@ def _validated_record_decision(method: _Method) -> _Method:
     return _mark(checked)
 
 
-def _validated_get_approval(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, approval_id: int) -> Any:
-        return method(self, check_approval_id(approval_id))
-    return _mark(checked)
-
-
 def _validated_list_approvals(method: _Method) -> _Method:
     @functools.wraps(method)
     def checked(self: IdempotencyStore, *, status: ApprovalStatus | None = None,
@@ -580,16 +565,16 @@ _VALIDATED: dict[str, Callable[[_Method], _Method]] = {
     "take_over": _validated_take_over,
     "complete": _validated_completion,
     "complete_deferred": _validated_completion,
-    "mark_uncertain": _validated_mark_uncertain,
-    "release": _validated_release,
-    "get": _validated_get,
+    "mark_uncertain": _validated_key,
+    "release": _validated_key,
+    "get": _validated_key,
     "list": _validated_list,
     "resolve": _validated_resolve,
     "cleanup": _validated_cleanup,
     "remember_signature": _validated_remember_signature,
     "add_approval": _validated_add_approval,
     "record_decision": _validated_record_decision,
-    "get_approval": _validated_get_approval,
+    "get_approval": _first_checked(check_approval_id),
     "list_approvals": _validated_list_approvals,
 }
 # the one public method this class implements that takes arguments a store would check
