@@ -11,6 +11,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -739,6 +741,57 @@ def test_a_store_from_outside_the_package_gets_the_request_path_methods(clock: C
     assert done is not None and done.outcome == "completed" and done.entry.response == OK
 
 
+class _Recording(_OutsideStore):
+    """A store that checks nothing itself and notes what its methods received."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.received: list[tuple[str, Any]] = []
+
+    def reserve(self, key: str, **kw: Any) -> Reservation:
+        self.received.append(("reserve", kw))
+        return super().reserve(key, **kw)
+
+    def cleanup(self, **kw: Any) -> int:
+        self.received.append(("cleanup", kw))
+        return super().cleanup(**kw)
+
+
+def test_the_base_class_checks_the_arguments_of_every_store(clock: Clock) -> None:
+    store = _Recording(clock)
+    for bad in ({"key": ""}, {"token": ""}, {"lease": 0.0}, {"lease": True},
+                {"retention": float("inf")}):
+        arguments: dict[str, Any] = {"key": "k1", "token": "token-a", **bad}
+        with pytest.raises(ValueError):
+            reserve(store, arguments.pop("key"), arguments.pop("token"), **arguments)
+        with pytest.raises(ValueError):
+            claim(store, "k1" if "key" not in bad else "", "token-a" if "token" not in bad else "",
+                  lease=bad.get("lease", LEASE), retention=bad.get("retention", RETENTION))
+    for call in (lambda: store.cleanup(limit=-1), lambda: store.get(""),
+                 lambda: store.take_over("k1", old_token="a", new_token="", lease_seconds=5),
+                 lambda: store.complete("k1", token="", response=OK, retention_seconds=5),
+                 lambda: store.complete_deferred("k1", token="t", response=OK,
+                                                 retention_seconds=0),
+                 lambda: store.remember_signature("", ttl_seconds=5),
+                 lambda: store.list(state="done")):  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            call()
+    assert store.received == []  # refused before the store's own code ran
+    reserve(store, "k1", "token-a", lease=5, retention=600)  # ints are seconds too
+    assert store.received == [("reserve", {"token": "token-a", "lease_seconds": 5.0,
+                                           "retention_seconds": 600.0, "meta": META})]
+    assert isinstance(store.received[0][1]["lease_seconds"], float)
+    assert store.cleanup() == 0 and store.received[-1] == ("cleanup", {"limit": 1000})
+
+
+def test_the_checks_are_applied_once_per_method_and_keep_its_name() -> None:
+    assert MemoryStore.claim.__name__ == "claim"
+    assert MemoryStore.claim.__wrapped__.__qualname__ == "MemoryStore.claim"  # type: ignore[attr-defined]
+    assert not hasattr(MemoryStore.claim.__wrapped__, "__wrapped__")  # type: ignore[attr-defined]
+    assert getattr(SQLiteStore.complete_deferred, "__wrapped__") is getattr(
+        IdempotencyStore.complete_deferred, "__wrapped__")  # inherited, not wrapped again
+
+
 def test_the_unchecked_constructors_build_equal_records() -> None:
     from bailing_flask.stores.base import _trusted_meta, _trusted_response
 
@@ -861,6 +914,74 @@ def test_sqlite_deferred_completions_share_the_next_claims_transaction(tmp_path:
     # without deferring: two per call (the last deferred completion rode with the first claim)
     assert len(writes) == 2 * 10
     store.close()
+
+
+def _background_write_in_flight(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Connection]:
+    """A store whose background thread has taken k1's deferred completion and waits for the
+    write lock, which another connection holds (released by the caller)."""
+    store = SQLiteStore(tmp_path / "idem.db", busy_timeout=5.0)
+    assert claim(store, "k1", "token-a") is None
+    holder = sqlite3.connect(tmp_path / "idem.db", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    store._pending._later._delay = 0.0
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    deadline = time.monotonic() + 5
+    while "k1" not in store._pending._in_flight:  # taken by the background thread
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    return store, holder
+
+
+def test_sqlite_flush_waits_for_a_background_write_in_flight(tmp_path: Path) -> None:
+    store, holder = _background_write_in_flight(tmp_path)
+    threading.Timer(0.2, holder.execute, ("ROLLBACK",)).start()
+    store.flush()  # nothing left to take, but one write still carries a completion
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed"
+    holder.close()
+    store.close()
+
+
+def test_sqlite_repeat_in_this_process_waits_for_its_completion_in_flight(tmp_path: Path) -> None:
+    store, holder = _background_write_in_flight(tmp_path)
+    threading.Timer(0.2, holder.execute, ("ROLLBACK",)).start()
+    held = claim(store, "k1", "token-b")  # must not overtake the background write
+    assert held is not None and held.outcome == "completed" and held.entry.response == OK
+    holder.close()
+    store.close()
+
+
+_CLOSE_WHILE_CHECKPOINTING = """
+import sys, time
+import bailing_flask.stores.sqlite as sqlite_store
+from bailing_flask.stores import SQLiteStore
+
+sqlite_store._CHECKPOINT_EVERY = 1  # a background checkpoint after every write
+store = SQLiteStore(sys.argv[1])
+deadline = time.monotonic() + 1.5
+count = 0
+while time.monotonic() < deadline:
+    count += 1
+    store.remember_signature(f"s{count}", ttl_seconds=60.0)
+    if count % 3 == 0:
+        store.close()
+print("closed", count // 3, "times")
+"""
+
+
+def test_sqlite_close_never_closes_a_connection_a_background_checkpoint_uses(
+    tmp_path: Path,
+) -> None:
+    # close() used to close the checkpoint thread's connection under its running statement:
+    # a segmentation fault within about a second. In a child process, so a crash fails only
+    # this test.
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _CLOSE_WHILE_CHECKPOINTING,
+                           str(tmp_path / "idem.db")], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("closed")
 
 
 def test_sqlite_checkpoints_run_in_the_background_not_in_a_request(tmp_path: Path) -> None:

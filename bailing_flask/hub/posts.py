@@ -171,6 +171,10 @@ def delivery_webhook(job: Mapping[str, Any], *, brand: str = "BailingHub") -> di
     }
 
 
+#: Why the hub asks for an approval.
+_Policy = Literal["risk_high", "confirm_required", "confirm_when"]
+
+
 def approval_request(
     *,
     approval_id: int,
@@ -198,19 +202,9 @@ def approval_request(
     ``risk=high``) or, with ``confirm_when``, from the condition that hit.
     """
     normalized: dict[str, Any] = json.loads(json.dumps(dict(args)))
-    if policy is None:
-        policy = "risk_high" if risk == "high" else (
-            "confirm_when" if confirm_when is not None else "confirm_required")
-    if reason is None:
-        reason = {"risk_high": "risk=high", "confirm_required": "confirm-required"}.get(
-            policy, (confirm_when or {}).get("reason") or "confirm-when")
+    policy, reason = _policy_and_reason(risk, policy, reason, confirm_when)
     digest = args_hash(normalized)
-    args_json = utf16_slice(json_stringify(normalized), APPROVAL_ARGS_LIMIT)
-    sent_args: Any
-    try:
-        sent_args = json.loads(args_json or "{}")
-    except ValueError:
-        sent_args = args_json  # cut: the hub sends the text
+    args_json, sent_args = _sent_args(normalized)
     summary = render_prompt(prompt, normalized)
     dispatch = job.get("dispatch") or {}
     metadata = dict(job.get("metadata") or {})
@@ -272,23 +266,53 @@ def approval_request(
         ("summary", summary),
         ("intent", intent),
         ("decision_path", f"/approvals/{approval_id}/decision"),
-        ("decision_contract", {
-            "kind": "tool_approval_decision",
-            "schema_version": "bailing.approval-decision.v1",
-            "required_fields": ["approval_id", "job_id", "request_id", "args_hash", "decision_id",
-                                "decision", "approver"],
-            "decision_values": ["approved", "denied"],
-            "idempotency": "decision_id",
-            "match": match,
-            "example": {
-                "kind": "tool_approval_decision",
-                "schema_version": "bailing.approval-decision.v1",
-                **match,
-                "decision_id": f"biz-{approval_id}-<your-approval-record-id>",
-                "decision": "approved",
-                "approver": "<business-user-id>",
-                "comment": "",
-            },
-        }),
+        ("decision_contract", _decision_contract(approval_id, match)),
         ("metadata", metadata),
     ])
+
+
+def _policy_and_reason(
+    risk: str, policy: _Policy | None, reason: str | None, confirm_when: Mapping[str, Any] | None
+) -> tuple[_Policy, str]:
+    """``policy`` and ``reason`` as given, or as the hub derives them from the route."""
+    if policy is None:
+        policy = "risk_high" if risk == "high" else (
+            "confirm_when" if confirm_when is not None else "confirm_required")
+    if reason is None:
+        reason = {"risk_high": "risk=high", "confirm_required": "confirm-required"}.get(
+            policy, (confirm_when or {}).get("reason") or "confirm-when")
+    return policy, reason
+
+
+def _sent_args(normalized: dict[str, Any]) -> tuple[str, Any]:
+    """The arguments' JSON text as the hub cuts it, and what it sends as ``args``.
+
+    The object itself, or the cut text when the cut left no valid JSON.
+    """
+    args_json = utf16_slice(json_stringify(normalized), APPROVAL_ARGS_LIMIT)
+    try:
+        return args_json, json.loads(args_json or "{}")
+    except ValueError:
+        return args_json, args_json  # cut: the hub sends the text
+
+
+def _decision_contract(approval_id: int, match: dict[str, Any]) -> dict[str, Any]:
+    """How the business answers an approval request: the request's ``decision_contract``."""
+    return {
+        "kind": "tool_approval_decision",
+        "schema_version": "bailing.approval-decision.v1",
+        "required_fields": ["approval_id", "job_id", "request_id", "args_hash", "decision_id",
+                            "decision", "approver"],
+        "decision_values": ["approved", "denied"],
+        "idempotency": "decision_id",
+        "match": match,
+        "example": {
+            "kind": "tool_approval_decision",
+            "schema_version": "bailing.approval-decision.v1",
+            **match,
+            "decision_id": f"biz-{approval_id}-<your-approval-record-id>",
+            "decision": "approved",
+            "approver": "<business-user-id>",
+            "comment": "",
+        },
+    }

@@ -16,8 +16,10 @@ as the hub answers it with a conflict).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -167,3 +169,28 @@ def retention(value: float) -> float:
     ):
         raise ValueError("retention_seconds must be positive and finite.")
     return float(value)
+
+
+# --- the rules of a record's life, for the stores that compute it in Python ------------
+
+
+def received(record: ApprovalRecord, now: float, retention_seconds: float) -> ApprovalRecord:
+    """``record`` as kept when it arrives: pending, undecided, live ``retention_seconds``."""
+    return dataclasses.replace(
+        record, status="pending", decision_id=None, approver=None, decided_at=None,
+        received_at=now, expires_at=now + retention_seconds,
+    )
+
+
+def decide(record: ApprovalRecord, status: ApprovalStatus, decision_id: str, approver: str,
+           now: float, retention_seconds: float) -> ApprovalRecord:
+    """A pending ``record`` decided now, kept at least ``retention_seconds`` from now."""
+    return dataclasses.replace(
+        record, status=status, decision_id=decision_id, approver=approver, decided_at=now,
+        expires_at=max(record.expires_at, now + retention_seconds),
+    )
+
+
+def oldest_first(records: Iterable[ApprovalRecord]) -> list[ApprovalRecord]:
+    """How every store lists records: by arrival, then by id."""
+    return sorted(records, key=lambda r: (r.received_at, r.approval_id))

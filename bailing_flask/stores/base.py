@@ -34,25 +34,49 @@ backend but whose answer was lost can be repeated safely.
 
 from __future__ import annotations
 
-import atexit
-import base64
 import builtins
-import json
-import logging
+import functools
 import math
-import os
-import threading
 import time
-import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any, TypeVar
 
-from bailing_flask.errors import BailingError
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.stores._deferred import _Completion as _Completion
+from bailing_flask.stores._deferred import _Later as _Later
+from bailing_flask.stores._deferred import _Pending as _Pending
+from bailing_flask.stores._entries import (
+    RESOLVED_TOKEN as RESOLVED_TOKEN,
+    Clock,
+    Entry,
+    EntryMeta,
+    EntryState,
+    ListState,
+    Outcome,
+    Reservation,
+    StoredResponse,
+    StoreUnavailable,
+)
 
-logger = logging.getLogger("bailing_flask")
+# What this module defined before the records and the deferred writes got modules of their
+# own, still importable from here (the other stores, and the transaction mode, use them).
+from bailing_flask.stores._entries import _decode_headers as _decode_headers
+from bailing_flask.stores._entries import _decode_meta as _decode_meta
+from bailing_flask.stores._entries import _encode_headers as _encode_headers
+from bailing_flask.stores._entries import _encode_meta as _encode_meta
+from bailing_flask.stores._entries import _json_str as _json_str
+from bailing_flask.stores._entries import _matches as _matches
+from bailing_flask.stores._entries import _outcome as _outcome
+from bailing_flask.stores._entries import _trusted_meta as _trusted_meta
+from bailing_flask.stores._entries import _trusted_response as _trusted_response
+from bailing_flask.stores.approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    check_approval_id,
+    check_decision,
+    retention,
+)
 
 __all__ = [
     "Clock",
@@ -67,176 +91,6 @@ __all__ = [
     "IdempotencyStore",
 ]
 
-#: A source of the current Unix time in seconds (``time.time`` by default).
-Clock = Callable[[], float]
-EntryState = Literal["in_progress", "completed"]
-#: ``list()`` filter: ``"in_progress"`` means the lease has not run out yet.
-ListState = Literal["uncertain", "in_progress", "completed"]
-Outcome = Literal["reserved", "in_progress", "completed", "uncertain"]
-
-#: ``Entry.token`` of entries an operator resolved: no worker owns them any more.
-RESOLVED_TOKEN = ""
-
-
-class StoreUnavailable(BailingError):
-    """The store's backend cannot be reached or is broken.
-
-    Raised by every store method instead of the backend's own exception, so
-    the web layer can answer 503 without knowing which backend is in use.
-    The message names the backend and the cause, never a password.
-    """
-
-    #: Stable reason code, like those of :class:`~bailing_flask.errors.SignatureError`.
-    reason = "store_unavailable"
-
-
-@dataclass(frozen=True)
-class StoredResponse:
-    """The response to hand to repeats of a completed call, byte for byte.
-
-    ``headers`` are ``(name, value)`` string pairs as WSGI carries them
-    (values may hold characters up to U+00FF, or beyond if an app sets
-    them); any iterable of pairs is accepted and frozen into a tuple.
-    """
-
-    status: int
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.status, bool) or not isinstance(self.status, int) or not (
-            100 <= self.status <= 999
-        ):
-            raise ValueError("StoredResponse.status must be an HTTP status code (100-999).")
-        headers = tuple((str(name), str(value)) for name, value in self.headers)
-        object.__setattr__(self, "headers", headers)
-        if not isinstance(self.body, bytes):
-            object.__setattr__(self, "body", bytes(self.body))
-
-
-def _trusted_response(
-    status: int, headers: tuple[tuple[str, str], ...], body: bytes
-) -> StoredResponse:
-    """A :class:`StoredResponse` of values known to be right (Flask's own), unchecked.
-
-    For the request path: the checks of ``__post_init__`` are for values from
-    elsewhere (an operator, a script). Equal to ``StoredResponse(status,
-    headers, body)`` (a test says so).
-    """
-    response = object.__new__(StoredResponse)
-    fields = response.__dict__
-    fields["status"] = status
-    fields["headers"] = headers
-    fields["body"] = body
-    return response
-
-
-@dataclass(frozen=True)
-class EntryMeta:
-    """What the entry is about, kept for operators reconciling uncertain calls.
-
-    :param tool: the tool name.
-    :param job_id: the signed hub job id.
-    :param subject: the signed acting subject (``None`` when anonymous).
-    :param unsigned_key: the ``X-Bailing-Idempotency-Key`` header as first
-        seen. It is not signed, so it is recorded, never trusted.
-    """
-
-    tool: str = ""
-    job_id: str = ""
-    subject: str | None = None
-    unsigned_key: str | None = None
-
-
-def _trusted_meta(
-    tool: str, job_id: str, subject: str | None, unsigned_key: str | None
-) -> EntryMeta:
-    """``EntryMeta(tool, job_id, subject, unsigned_key)``, built without the frozen
-    dataclass's per-field ``object.__setattr__`` (the request path builds one per call)."""
-    meta = object.__new__(EntryMeta)
-    fields = meta.__dict__
-    fields["tool"] = tool
-    fields["job_id"] = job_id
-    fields["subject"] = subject
-    fields["unsigned_key"] = unsigned_key
-    return meta
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One reserved key, as the store holds it at the time it was read.
-
-    Times are Unix seconds by the store's clock. ``expires_at`` is the end of
-    retention: after it the entry no longer exists for any method.
-    """
-
-    key: str
-    state: EntryState
-    token: str
-    created_at: float
-    lease_expires_at: float
-    expires_at: float
-    meta: EntryMeta
-    response: StoredResponse | None = None
-    note: str | None = None
-
-    def is_uncertain(self, now: float) -> bool:
-        """Whether the worker that reserved this entry is presumed dead.
-
-        The side effect may or may not have happened, so the call must be
-        neither answered nor re-run without a decision.
-        """
-        return self.state == "in_progress" and now >= self.lease_expires_at
-
-    def to_dict(self, *, now: float | None = None) -> dict[str, Any]:
-        """A JSON-ready view for listings (the token is left out).
-
-        With ``now``, ``state`` reads ``"uncertain"`` for an in-progress entry
-        whose lease ran out. The body is given as ``body`` text when it is
-        valid UTF-8, else as ``body_base64``.
-        """
-        state: str = self.state
-        if now is not None and self.is_uncertain(now):
-            state = "uncertain"
-        data: dict[str, Any] = {
-            "key": self.key,
-            "state": state,
-            "created_at": self.created_at,
-            "lease_expires_at": self.lease_expires_at,
-            "expires_at": self.expires_at,
-            "tool": self.meta.tool,
-            "job_id": self.meta.job_id,
-            "subject": self.meta.subject,
-            "unsigned_key": self.meta.unsigned_key,
-            "note": self.note,
-            "response": None,
-        }
-        if self.response is not None:
-            response: dict[str, Any] = {
-                "status": self.response.status,
-                "headers": [list(pair) for pair in self.response.headers],
-            }
-            try:
-                response["body"] = self.response.body.decode("utf-8")
-            except UnicodeDecodeError:
-                response["body_base64"] = base64.b64encode(self.response.body).decode("ascii")
-            data["response"] = response
-        return data
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """The answer to :meth:`IdempotencyStore.reserve`.
-
-    ``"reserved"``: the caller owns the key and must ``complete`` or
-    ``release`` it. Otherwise ``entry`` is the existing record: answer its
-    response (``"completed"``), or refuse with 409 (``"in_progress"``,
-    ``"uncertain"``).
-    """
-
-    outcome: Outcome
-    entry: Entry
-
 
 class IdempotencyStore(ABC):
     """Atomic reservations of idempotency keys, plus a replay memory.
@@ -247,7 +101,58 @@ class IdempotencyStore(ABC):
 
     :param clock: returns the current Unix time; every lease and retention
         decision uses it, so tests can move time.
+
+    **Writing a store.** Subclass this class and implement the abstract
+    methods (``reserve``, ``take_over``, ``complete``, ``mark_uncertain``,
+    ``release``, ``get``, ``list``, ``resolve``, ``cleanup``,
+    ``remember_signature``, ``ping``, ``close``) with the signatures below,
+    and the approval methods if the store is to keep approval records.
+    Do not check the arguments: this class does it, once for every store.
+    Each of those methods a subclass defines is wrapped, when the class is
+    created, so that it refuses bad arguments with :class:`ValueError` before
+    the method runs, and receives them normalised (keys and tokens non-empty
+    ``str``, durations positive finite ``float``, ``limit`` a non-negative
+    ``int``, ``state`` one of the :data:`ListState` values or ``None``); an
+    override that calls ``super()`` is checked again, harmlessly. Then:
+
+    * use :attr:`clock` for every time, and apply the rules of the module
+      docstring (live while ``clock() < expires_at``, uncertain once
+      ``clock() >= lease_expires_at``, compare-and-set on the token);
+    * raise :class:`StoreUnavailable` (never the backend's own exception) when
+      the backend fails;
+    * ``claim`` and ``complete_deferred`` are optional: the inherited ones
+      are built on ``reserve`` and ``complete``. A store that can write
+      completions later calls :meth:`_defer_completions` in ``__init__``, with
+      a function that writes a batch of :class:`_Completion` and returns the
+      ones to try again; the inherited ``complete_deferred`` and
+      :meth:`flush` then queue into it and write it out, and the store's own
+      writes on the request path may take the queue along
+      (``self._pending.carried()``);
+    * run the store through the contract tests in ``tests/test_stores.py``
+      (add it to the ``store`` fixture).
     """
+
+    #: the completions ``complete_deferred`` queues; ``None``: it completes at once
+    _pending: _Pending | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, validated in _VALIDATED.items():
+            method = cls.__dict__.get(name)
+            if isinstance(method, FunctionType) and not getattr(method, "_bailing_validated", False):
+                setattr(cls, name, validated(method))
+
+    def _defer_completions(
+        self, write: Callable[[builtins.list[_Completion]], builtins.list[_Completion]],
+        delay: float, name: str, where: str,
+    ) -> _Pending:
+        """Let :meth:`complete_deferred` queue completions for ``write``, ``delay`` seconds later.
+
+        ``name`` names the background thread, ``where`` the store in log messages.
+        Returns the queue (also kept as ``self._pending``).
+        """
+        self._pending = pending = _Pending(write, delay, name, where)
+        return pending
 
     clock: Clock
 
@@ -313,11 +218,23 @@ class IdempotencyStore(ABC):
         completion that never arrives leaves the entry in progress, and it
         turns *uncertain* when its lease runs out: a repeat is refused, never
         run again. Answers like :meth:`complete`, or ``None`` when the outcome
-        is not known yet (the store then logs a failure itself). This version
-        simply calls :meth:`complete`.
+        is not known yet (the store then logs a failure itself). A store that
+        defers nothing (:meth:`_defer_completions` never called) simply
+        completes: this calls :meth:`complete`.
+
+        The built-in stores queue the completion and write it with the
+        process's next command (SQLite: in the next claim's transaction;
+        Redis: in the same batch, ahead of it). Until it is written, a repeat
+        from another process gets ``409 idempotency_in_progress``; if the
+        process is killed first, the completion is lost and the call turns
+        uncertain when its lease runs out -- never run twice.
         """
-        return self.complete(key, token=token, response=response,
-                             retention_seconds=retention_seconds)
+        pending = self._pending
+        if pending is None:
+            return self.complete(key, token=token, response=response,
+                                 retention_seconds=retention_seconds)
+        pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
+        return None
 
     def flush(self) -> None:
         """Write out every completion :meth:`complete_deferred` still holds, now.
@@ -325,6 +242,8 @@ class IdempotencyStore(ABC):
         Runs by itself at interpreter exit; a no-op for stores that defer
         nothing.
         """
+        if self._pending is not None:
+            self._pending.flush()
 
     @abstractmethod
     def take_over(
@@ -467,218 +386,7 @@ class IdempotencyStore(ABC):
         self.close()
 
 
-# --- helpers shared by the backends -------------------------------------------
-
-
-class _Later:
-    """Run ``action`` about ``delay`` seconds after :meth:`soon`, in a daemon thread.
-
-    Calls of :meth:`soon` while a run is due share that run, and the run
-    covers everything done before it starts (the flag is cleared first). One
-    thread per object and process, started on first use; a forked child
-    starts its own (the parent's thread does not survive the fork), and at
-    interpreter exit a due run runs at once. ``action`` must not raise.
-    """
-
-    def __init__(self, action: Callable[[], None], delay: float, name: str) -> None:
-        self._action = action
-        self._delay = delay
-        self._name = name
-        self._due = False
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
-        _LATERS.add(self)
-
-    def soon(self) -> None:
-        if self._pid != os.getpid():  # forked without Python's at-fork hooks (uWSGI)
-            self._after_fork()
-        if self._due:
-            return
-        self._due = True
-        self._wake.set()
-        with _LATERS_LOCK:  # against a thread that is just leaving because it was idle
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
-                self._thread.start()
-
-    def cancel(self) -> None:
-        """Forget a due run (the store is closing and has done what it needed)."""
-        self._due = False
-
-    def run_now(self) -> None:
-        """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
-        if self._due:
-            self._due = False
-            try:
-                self._action()
-            except Exception:  # pragma: no cover - actions log their own failures
-                logger.exception("bailing: %s failed", self._name)
-
-    def _loop(self) -> None:
-        while True:
-            if not self._wake.wait(timeout=_IDLE_EXIT):
-                with _LATERS_LOCK:
-                    if not self._wake.is_set():
-                        self._thread = None  # idle: let the store be collected
-                        return
-            self._wake.clear()
-            time.sleep(self._delay)
-            self.run_now()
-
-    def _after_fork(self) -> None:
-        self._due = False
-        self._wake = threading.Event()
-        self._thread = None
-        self._pid = os.getpid()
-
-
-class _Completion(NamedTuple):
-    """A completion :meth:`IdempotencyStore.complete_deferred` has not written yet."""
-
-    key: str
-    token: str
-    #: the time it was asked for, by the store's clock: retention counts from here
-    now: float
-    retention: float
-    response: StoredResponse
-    attempts: int = 0
-
-
-class _Pending:
-    """Deferred completions of one store in this process, and who writes them when.
-
-    A store takes them (:meth:`take`) into its next write on the request path,
-    so they cost no round trip of their own; whatever nobody took is written by
-    ``write`` in a background thread ``delay`` seconds after it was added, and
-    at interpreter exit. ``write`` returns what could not be written, which is
-    tried again up to :data:`_MAX_ATTEMPTS` times and then given up (logged:
-    the call shows as uncertain when its lease runs out, as a completion that
-    never arrived always does). A forked child starts empty -- what the parent
-    deferred is the parent's to write -- also when the fork was not announced
-    to Python (the process id is checked).
-    """
-
-    def __init__(self, write: Callable[[list[_Completion]], list[_Completion]], delay: float,
-                 name: str, where: str) -> None:
-        self._write = write
-        self._where = where
-        self._items: list[_Completion] = []
-        #: key -> how many takers are writing a completion of it right now
-        self._in_flight: dict[str, int] = {}
-        self._cond = threading.Condition(threading.Lock())
-        self._later = _Later(self._flush, delay, name)
-        self._pid = os.getpid()
-        _PENDINGS.add(self)
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def _check_fork(self) -> None:
-        """Drop what a parent left: forked without Python's at-fork hooks (uWSGI)."""
-        if self._pid != os.getpid():
-            self._after_fork()
-
-    def add(self, item: _Completion) -> None:
-        self._check_fork()
-        with self._cond:
-            self._items.append(item)
-        self._later.soon()
-
-    def take(self) -> list[_Completion]:
-        """Everything waiting, now *in flight* until :meth:`landed` is called for it."""
-        self._check_fork()
-        with self._cond:
-            items, self._items = self._items, []
-            in_flight = self._in_flight
-            for item in items:
-                in_flight[item.key] = in_flight.get(item.key, 0) + 1
-        return items
-
-    def landed(self, items: list[_Completion]) -> None:
-        """The write that took ``items`` is over (whatever became of them)."""
-        if not items:
-            return
-        with self._cond:
-            in_flight = self._in_flight
-            for item in items:
-                left = in_flight.get(item.key, 1) - 1
-                if left > 0:
-                    in_flight[item.key] = left
-                else:
-                    in_flight.pop(item.key, None)
-            self._cond.notify_all()
-
-    def wait_landed(self, key: str, timeout: float) -> None:
-        """Wait while another thread's write carries a completion of ``key``.
-
-        So that a repeat in this process, sent on another connection, can never
-        overtake the completion of the call it repeats.
-        """
-        if self._in_flight and key in self._in_flight:
-            with self._cond:
-                self._cond.wait_for(lambda: key not in self._in_flight, timeout)
-
-    def put_back(self, items: list[_Completion]) -> None:
-        """Items a write could not settle: tried again later, or given up."""
-        kept = []
-        for item in items:
-            if item.attempts + 1 >= _MAX_ATTEMPTS:
-                logger.error("bailing: could not record the outcome of call %s in the "
-                             "idempotency store at %s; it will show as uncertain",
-                             item.key, self._where)
-            else:
-                kept.append(item._replace(attempts=item.attempts + 1))
-        if kept:
-            with self._cond:
-                self._items[:0] = kept
-            self._later.soon()
-
-    def flush(self) -> None:
-        """Write everything now (``IdempotencyStore.flush``)."""
-        self._later.run_now()
-        self._flush()
-
-    def _flush(self) -> None:
-        items = self.take()
-        if items:
-            try:
-                self.put_back(self._write(items))
-            finally:
-                self.landed(items)
-
-    def _after_fork(self) -> None:
-        self._items = []
-        self._in_flight = {}
-        self._cond = threading.Condition(threading.Lock())
-        self._pid = os.getpid()
-        self._later._after_fork()
-
-
-_MAX_ATTEMPTS = 3
-_PENDINGS: weakref.WeakSet[_Pending] = weakref.WeakSet()
-_IDLE_EXIT = 30.0
-_LATERS: weakref.WeakSet[_Later] = weakref.WeakSet()
-_LATERS_LOCK = threading.Lock()
-
-
-def _run_due_laters() -> None:
-    for later in list(_LATERS):
-        later.run_now()
-
-
-def _reset_laters_in_child() -> None:
-    global _LATERS_LOCK
-    _LATERS_LOCK = threading.Lock()
-    for later in list(_LATERS):
-        later._after_fork()
-    for pending in list(_PENDINGS):
-        pending._after_fork()
-
-
-atexit.register(_run_due_laters)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_laters_in_child)
+# --- argument checks ------------------------------------------------------------
 
 
 def _check_key(value: str, name: str = "key") -> str:
@@ -715,62 +423,160 @@ def _check_state(state: ListState | None) -> ListState | None:
     return state
 
 
-def _outcome(entry: Entry, now: float) -> Outcome:
-    """How :meth:`IdempotencyStore.reserve` reports an existing live entry."""
-    if entry.state == "completed":
-        return "completed"
-    return "uncertain" if entry.is_uncertain(now) else "in_progress"
+# --- the argument checks every store's public methods get (see __init_subclass__) --------
+
+_Method = Callable[..., Any]
+_M = TypeVar("_M", bound=_Method)
 
 
-def _matches(entry: Entry, state: ListState | None, now: float) -> bool:
-    return state is None or _outcome(entry, now) == state
+def _mark(checked: _M) -> _M:
+    setattr(checked, "_bailing_validated", True)
+    return checked
 
 
-#: ``json.dumps`` of one string (``ensure_ascii``), the C function ``json`` itself uses
-_json_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+def _checked_reservation(key: str, token: str, lease: float, keep: float
+                         ) -> tuple[str, str, float, float]:
+    _check_key(key)
+    _check_key(token, "token")
+    return key, token, _check_seconds(lease, "lease_seconds"), _check_seconds(
+        keep, "retention_seconds")
 
 
-def _encode_meta(meta: EntryMeta) -> str:
-    """The meta as compact JSON; exactly ``json.dumps`` of its four fields, built directly."""
-    tool, job_id, subject, unsigned_key = meta.tool, meta.job_id, meta.subject, meta.unsigned_key
-    if (tool.__class__ is str and job_id.__class__ is str
-            and (subject is None or subject.__class__ is str)
-            and (unsigned_key is None or unsigned_key.__class__ is str)):
-        return '{"tool":%s,"job_id":%s,"subject":%s,"unsigned_key":%s}' % (
-            _json_str(tool), _json_str(job_id),
-            "null" if subject is None else _json_str(subject),
-            "null" if unsigned_key is None else _json_str(unsigned_key),
-        )
-    return json.dumps(
-        {
-            "tool": meta.tool,
-            "job_id": meta.job_id,
-            "subject": meta.subject,
-            "unsigned_key": meta.unsigned_key,
-        },
-        separators=(",", ":"),
-    )
+def _validated_reservation(method: _Method) -> _Method:
+    """``reserve`` and ``claim``: the key, the token, the lease and the retention."""
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, key: str, *, token: str, lease_seconds: float,
+                retention_seconds: float, meta: EntryMeta) -> Any:
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease_seconds.__class__ is float and 0.0 < lease_seconds < _INF
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            key, token, lease_seconds, retention_seconds = _checked_reservation(
+                key, token, lease_seconds, retention_seconds)
+        return method(self, key, token=token, lease_seconds=lease_seconds,
+                      retention_seconds=retention_seconds, meta=meta)
+    return _mark(checked)
 
 
-def _decode_meta(text: str | bytes) -> EntryMeta:
-    data = json.loads(text)
-    return EntryMeta(
-        tool=data.get("tool", ""),
-        job_id=data.get("job_id", ""),
-        subject=data.get("subject"),
-        unsigned_key=data.get("unsigned_key"),
-    )
+def _validated_completion(method: _Method) -> _Method:
+    """``complete`` and ``complete_deferred``: the key, the token and the retention."""
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, key: str, *, token: str, response: StoredResponse,
+                retention_seconds: float) -> Any:
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            _check_key(key)
+            _check_key(token, "token")
+            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
+        return method(self, key, token=token, response=response,
+                      retention_seconds=retention_seconds)
+    return _mark(checked)
 
 
-def _encode_headers(headers: Iterable[tuple[str, str]]) -> str:
-    # JSON escapes every non-ASCII character, so any header value round-trips.
-    try:
-        return "[" + ",".join(
-            ["[" + _json_str(name) + "," + _json_str(value) + "]" for name, value in headers]
-        ) + "]"
-    except TypeError:  # not str (a store used directly with other values): let json say
-        return json.dumps([[name, value] for name, value in headers], separators=(",", ":"))
+def _validated_take_over(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, key: str, *, old_token: str, new_token: str,
+                lease_seconds: float) -> Any:
+        _check_key(key)
+        _check_key(new_token, "new_token")
+        lease_seconds = _check_seconds(lease_seconds, "lease_seconds")
+        return method(self, key, old_token=old_token, new_token=new_token,
+                      lease_seconds=lease_seconds)
+    return _mark(checked)
 
 
-def _decode_headers(text: str | bytes) -> tuple[tuple[str, str], ...]:
-    return tuple((str(name), str(value)) for name, value in json.loads(text))
+def _first_checked(check: Callable[[Any], Any]) -> Callable[[_Method], _Method]:
+    """Methods whose only checked argument is the first: ``check`` it, pass the rest on."""
+    def validated(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def checked(self: IdempotencyStore, first: Any, **keywords: Any) -> Any:
+            return method(self, check(first), **keywords)
+        return _mark(checked)
+    return validated
+
+
+_validated_key = _first_checked(_check_key)
+
+
+def _validated_list(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, *, state: ListState | None = None,
+                limit: int = 100) -> Any:
+        _check_state(state)
+        return method(self, state=state, limit=_check_limit(limit))
+    return _mark(checked)
+
+
+def _validated_resolve(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, key: str, *, response: StoredResponse | None, note: str,
+                retention_seconds: float) -> Any:
+        _check_key(key)
+        return method(self, key, response=response, note=note,
+                      retention_seconds=_check_seconds(retention_seconds, "retention_seconds"))
+    return _mark(checked)
+
+
+def _validated_cleanup(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, *, limit: int = 1000) -> Any:
+        return method(self, limit=_check_limit(limit))
+    return _mark(checked)
+
+
+def _validated_remember_signature(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, signature: str, *, ttl_seconds: float) -> Any:
+        _check_key(signature, "signature")
+        return method(self, signature, ttl_seconds=_check_seconds(ttl_seconds, "ttl_seconds"))
+    return _mark(checked)
+
+
+def _validated_add_approval(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, record: ApprovalRecord, *,
+                retention_seconds: float) -> Any:
+        return method(self, record, retention_seconds=retention(retention_seconds))
+    return _mark(checked)
+
+
+def _validated_record_decision(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, approval_id: int, *, status: ApprovalStatus,
+                decision_id: str, approver: str, retention_seconds: float) -> Any:
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        return method(self, approval_id, status=status, decision_id=decision_id,
+                      approver=approver, retention_seconds=retention(retention_seconds))
+    return _mark(checked)
+
+
+def _validated_list_approvals(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, *, status: ApprovalStatus | None = None,
+                limit: int = 100) -> Any:
+        return method(self, status=status, limit=_check_limit(limit))
+    return _mark(checked)
+
+
+#: public method -> how it is checked; applied to every subclass's own definitions
+_VALIDATED: dict[str, Callable[[_Method], _Method]] = {
+    "reserve": _validated_reservation,
+    "claim": _validated_reservation,
+    "take_over": _validated_take_over,
+    "complete": _validated_completion,
+    "complete_deferred": _validated_completion,
+    "mark_uncertain": _validated_key,
+    "release": _validated_key,
+    "get": _validated_key,
+    "list": _validated_list,
+    "resolve": _validated_resolve,
+    "cleanup": _validated_cleanup,
+    "remember_signature": _validated_remember_signature,
+    "add_approval": _validated_add_approval,
+    "record_decision": _validated_record_decision,
+    "get_approval": _first_checked(check_approval_id),
+    "list_approvals": _validated_list_approvals,
+}
+# the one public method this class implements that takes arguments a store would check
+setattr(IdempotencyStore, "complete_deferred",
+        _validated_completion(IdempotencyStore.__dict__["complete_deferred"]))

@@ -12,31 +12,25 @@ read one, so the request path (a claim and a completion) builds no records.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import threading
 import time
 from itertools import islice
 from typing import Any
 
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, check_approval_id, check_decision, retention
-from bailing_flask.stores.base import (
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
-    IdempotencyStore,
     ListState,
     Outcome,
     Reservation,
     StoredResponse,
-    _INF,
-    _check_key,
-    _check_limit,
-    _check_seconds,
-    _check_state,
     _trusted_meta,
     _trusted_response,
 )
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decide, oldest_first, received
+from bailing_flask.stores.base import IdempotencyStore
 
 __all__ = ["MemoryStore"]
 
@@ -111,10 +105,6 @@ class MemoryStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        _check_key(key)
-        _check_key(token, "token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
-        retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
@@ -122,7 +112,8 @@ class MemoryStore(IdempotencyStore):
                 if record[_STATE] == "in_progress" and record[_TOKEN] == token:
                     return Reservation("reserved", _snapshot(key, record))
                 return Reservation(_record_outcome(record, now), _snapshot(key, record))
-            record = ("in_progress", token, now, now + lease, now + max(lease, retention),
+            record = ("in_progress", token, now, now + lease_seconds,
+                      now + max(lease_seconds, retention_seconds),
                       meta.tool, meta.job_id, meta.subject, meta.unsigned_key, None, None, None,
                       None)
             self._entries[key] = record
@@ -137,14 +128,6 @@ class MemoryStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation | None:
-        lease, retention = lease_seconds, retention_seconds
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and lease.__class__ is float and 0.0 < lease < _INF
-                and retention.__class__ is float and 0.0 < retention < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            lease = _check_seconds(lease_seconds, "lease_seconds")
-            retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
             record = self._entries.get(key)
@@ -153,8 +136,8 @@ class MemoryStore(IdempotencyStore):
                     return None
                 return Reservation(_record_outcome(record, now), _snapshot(key, record))
             self._entries[key] = (
-                "in_progress", token, now, now + lease,
-                now + (lease if lease > retention else retention),
+                "in_progress", token, now, now + lease_seconds,
+                now + (lease_seconds if lease_seconds > retention_seconds else retention_seconds),
                 meta.tool, meta.job_id, meta.subject, meta.unsigned_key, None, None, None, None,
             )
             return None
@@ -162,9 +145,6 @@ class MemoryStore(IdempotencyStore):
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(new_token, "new_token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
@@ -174,19 +154,14 @@ class MemoryStore(IdempotencyStore):
                 return True
             if record[_TOKEN] != old_token:
                 return False
-            self._entries[key] = _changed(record, token=new_token, lease_expires_at=now + lease,
-                                          expires_at=max(record[_EXPIRES], now + lease))
+            lease_end = now + lease_seconds
+            self._entries[key] = _changed(record, token=new_token, lease_expires_at=lease_end,
+                                          expires_at=max(record[_EXPIRES], lease_end))
             return True
 
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
-        retention = retention_seconds
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention.__class__ is float and 0.0 < retention < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
             record = self._entries.get(key)
@@ -195,14 +170,13 @@ class MemoryStore(IdempotencyStore):
             if record[_STATE] == "completed":
                 return True
             self._entries[key] = (
-                "completed", token, record[_CREATED], record[_LEASE], now + retention,
+                "completed", token, record[_CREATED], record[_LEASE], now + retention_seconds,
                 record[_TOOL], record[_JOB], record[_SUBJECT], record[_UNSIGNED],
                 response.status, response.headers, response.body, record[_NOTE],
             )
             return True
 
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
-        _check_key(key)
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
@@ -213,7 +187,6 @@ class MemoryStore(IdempotencyStore):
             return True
 
     def release(self, key: str, *, token: str) -> bool:
-        _check_key(key)
         with self._lock:
             record = self._live(key, self.clock())
             if record is None or record[_STATE] != "in_progress" or record[_TOKEN] != token:
@@ -222,14 +195,11 @@ class MemoryStore(IdempotencyStore):
             return True
 
     def get(self, key: str) -> Entry | None:
-        _check_key(key)
         with self._lock:
             record = self._live(key, self.clock())
             return None if record is None else _snapshot(key, record)
 
     def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
-        _check_state(state)
-        _check_limit(limit)
         with self._lock:
             now = self.clock()
             entries = [
@@ -249,8 +219,6 @@ class MemoryStore(IdempotencyStore):
         note: str,
         retention_seconds: float,
     ) -> bool:
-        _check_key(key)
-        retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
@@ -260,13 +228,12 @@ class MemoryStore(IdempotencyStore):
                 del self._entries[key]
             else:
                 self._entries[key] = _changed(
-                    record, state="completed", token=RESOLVED_TOKEN, expires_at=now + retention,
+                    record, state="completed", token=RESOLVED_TOKEN, expires_at=now + retention_seconds,
                     status=response.status, headers=response.headers, body=response.body, note=note,
                 )
             return True
 
     def cleanup(self, *, limit: int = 1000) -> int:
-        _check_limit(limit)
         with self._lock:
             now = self.clock()
             dead_entries = list(
@@ -285,14 +252,12 @@ class MemoryStore(IdempotencyStore):
         return len(dead_entries) + len(dead_signatures)
 
     def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
-        _check_key(signature, "signature")
-        ttl = _check_seconds(ttl_seconds, "ttl_seconds")
         with self._lock:
             now = self.clock()
             expires_at = self._signatures.get(signature)
             if expires_at is not None and expires_at > now:
                 return False
-            self._signatures[signature] = now + ttl
+            self._signatures[signature] = now + ttl_seconds
             return True
 
     def ping(self) -> None:
@@ -308,7 +273,6 @@ class MemoryStore(IdempotencyStore):
         return record if record is not None and record.is_live(now) else None
 
     def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
-        keep = retention(retention_seconds)
         with self._lock:
             now = self.clock()
             existing = self._live_approval(record.approval_id, now)
@@ -316,10 +280,7 @@ class MemoryStore(IdempotencyStore):
                 return existing
             for dead in [k for k, r in self._approvals.items() if not r.is_live(now)][:100]:
                 del self._approvals[dead]
-            stored = dataclasses.replace(
-                record, status="pending", decision_id=None, approver=None, decided_at=None,
-                received_at=now, expires_at=now + keep,
-            )
+            stored = received(record, now, retention_seconds)
             self._approvals[record.approval_id] = stored
             return stored
 
@@ -332,23 +293,16 @@ class MemoryStore(IdempotencyStore):
         approver: str,
         retention_seconds: float,
     ) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
-        check_decision(status, decision_id, approver)
-        keep = retention(retention_seconds)
         with self._lock:
             now = self.clock()
             record = self._live_approval(approval_id, now)
             if record is None or record.status != "pending":
                 return record
-            decided = dataclasses.replace(
-                record, status=status, decision_id=decision_id, approver=approver, decided_at=now,
-                expires_at=max(record.expires_at, now + keep),
-            )
+            decided = decide(record, status, decision_id, approver, now, retention_seconds)
             self._approvals[approval_id] = decided
             return decided
 
     def get_approval(self, approval_id: int) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
         with self._lock:
             return self._live_approval(approval_id, self.clock())
 
@@ -357,14 +311,13 @@ class MemoryStore(IdempotencyStore):
             now = self.clock()
             found = [r for r in self._approvals.values()
                      if r.job_id == job_id and r.tool == tool and r.is_live(now)]
-        return sorted(found, key=lambda r: (r.received_at, r.approval_id))
+        return oldest_first(found)
 
     def list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
-        _check_limit(limit)
         with self._lock:
             now = self.clock()
             found = [r for r in self._approvals.values()
                      if r.is_live(now) and (status is None or r.status == status)]
-        return sorted(found, key=lambda r: (r.received_at, r.approval_id))[:limit]
+        return oldest_first(found)[:limit]

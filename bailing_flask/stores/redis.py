@@ -36,46 +36,54 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from heapq import nsmallest
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.stores.approvals import (
-    ApprovalRecord,
-    ApprovalStatus,
-    check_approval_id,
-    check_decision,
-    decode_record,
-    encode_request,
-    retention,
-)
-from bailing_flask.stores.base import (
-    _INF,
+from bailing_flask.stores._deferred import _Completion, _log_refused, _Pending
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
-    IdempotencyStore,
     ListState,
     Reservation,
     StoredResponse,
     StoreUnavailable,
-    _check_key,
-    _check_limit,
-    _check_seconds,
-    _check_state,
-    _Completion,
-    _decode_headers,
-    _decode_meta,
     _encode_headers,
     _encode_meta,
     _matches,
+    _new_entry,
     _outcome,
-    _Pending,
 )
+from bailing_flask.stores._redis_codec import (
+    _approval_from_hash,
+    _entry_from_hash,
+    _glob_escape,
+    _millis,
+    _num,
+    _pack,
+    _pairs,
+)
+from bailing_flask.stores._redis_lua import (
+    _ADD_APPROVAL,
+    _CLAIM,
+    _CLEANUP,
+    _COMPLETE,
+    _MARK_UNCERTAIN,
+    _RECORD_DECISION,
+    _RELEASE,
+    _REMEMBER_SIGNATURE,
+    _RESERVE,
+    _RESOLVE,
+    _TAKE_OVER,
+)
+from bailing_flask.stores._redis_persistence import read_settings, settings_warnings
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, encode_request, oldest_first
+from bailing_flask.stores.base import IdempotencyStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import redis as redis_module
@@ -90,176 +98,6 @@ SOCKET_TIMEOUT = 2.0
 _DEFER_DELAY = 0.005
 _SCAN_COUNT = 500
 
-# Times travel as Python ``repr(float)`` strings; Lua compares them as
-# numbers. A key is *live* while now < expires_at (same rule as base.py).
-
-_RESERVE = """
-local now = tonumber(ARGV[1])
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if exp and tonumber(exp) > now then
-  local fields = redis.call('HMGET', KEYS[1], 'state', 'token')
-  local own = fields[1] == 'in_progress' and fields[2] == ARGV[2]
-  return {own and 1 or 0, redis.call('HGETALL', KEYS[1])}
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
-  'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {1, redis.call('HGETALL', KEYS[1])}
-"""
-
-# The request path's version of _RESERVE: 1 when the key was claimed for ARGV[2] now,
-# 2 when ARGV[2] already held it, else the live entry (HGETALL); a new key costs no reply
-# to parse and no DEL.
-_CLAIM = """
-local now = tonumber(ARGV[1])
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if exp then
-  if tonumber(exp) > now then
-    local fields = redis.call('HMGET', KEYS[1], 'state', 'token')
-    if fields[1] == 'in_progress' and fields[2] == ARGV[2] then return 2 end
-    return redis.call('HGETALL', KEYS[1])
-  end
-  redis.call('DEL', KEYS[1])
-end
-redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
-  'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
-
-_TAKE_OVER = """
-local now = tonumber(ARGV[1])
-local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
-if f[1] ~= 'in_progress' or tonumber(f[3]) <= now then return 0 end
-if f[2] == ARGV[3] then return 1 end
-if f[2] ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease_expires_at', ARGV[4])
-if tonumber(ARGV[4]) > tonumber(f[3]) then
-  redis.call('HSET', KEYS[1], 'expires_at', ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-end
-return 1
-"""
-
-_COMPLETE = """
-local now = tonumber(ARGV[1])
-local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
-if not f[1] or tonumber(f[3]) <= now or f[2] ~= ARGV[2] then return 0 end
-if f[1] == 'completed' then return 1 end
-redis.call('HSET', KEYS[1], 'state', 'completed', 'expires_at', ARGV[3],
-  'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return 1
-"""
-
-_MARK_UNCERTAIN = """
-local now = tonumber(ARGV[1])
-local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at', 'lease_expires_at')
-if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= now then return 0 end
-if tonumber(f[4]) > now then redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[1]) end
-redis.call('HSET', KEYS[1], 'note', ARGV[3])
-return 1
-"""
-
-_RELEASE = """
-local f = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires_at')
-if f[1] ~= 'in_progress' or f[2] ~= ARGV[2] or tonumber(f[3]) <= tonumber(ARGV[1]) then
-  return 0
-end
-redis.call('DEL', KEYS[1])
-return 1
-"""
-
-_RESOLVE = """
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if not exp or tonumber(exp) <= tonumber(ARGV[1]) then return 0 end
-if ARGV[2] == 'delete' then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'state', 'completed', 'token', ARGV[3], 'expires_at', ARGV[4],
-  'status', ARGV[6], 'headers', ARGV[7], 'body', ARGV[8], 'note', ARGV[9])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
-
-_REMEMBER_SIGNATURE = """
-local exp = redis.call('GET', KEYS[1])
-if exp and tonumber(exp) > tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-"""
-
-# KEYS: candidates found by SCAN (entry hashes and signature strings).
-# ARGV: now, how many may still be deleted.
-_CLEANUP = """
-local now = tonumber(ARGV[1])
-local budget = tonumber(ARGV[2])
-local removed = 0
-for _, key in ipairs(KEYS) do
-  if removed >= budget then break end
-  local kind = redis.call('TYPE', key)['ok']
-  local exp = nil
-  if kind == 'hash' then
-    exp = redis.call('HGET', key, 'expires_at')
-  elseif kind == 'string' then
-    exp = redis.call('GET', key)
-  end
-  if exp and tonumber(exp) and tonumber(exp) <= now then
-    redis.call('DEL', key)
-    removed = removed + 1
-  end
-end
-return removed
-"""
-
-
-# Approval records: a hash per approval id, and a set of ids per job.
-# KEYS: record, job index. ARGV: now, expires_at, ttl ms, job_id, tool, request, id.
-_ADD_APPROVAL = """
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if exp and tonumber(exp) > tonumber(ARGV[1]) then return redis.call('HGETALL', KEYS[1]) end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'job_id', ARGV[4], 'tool', ARGV[5], 'status', 'pending',
-  'received_at', ARGV[1], 'expires_at', ARGV[2], 'request', ARGV[6])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('SADD', KEYS[2], ARGV[7])
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
-return redis.call('HGETALL', KEYS[1])
-"""
-
-# KEYS: record. ARGV: now, status, decision_id, approver, expires_at, ttl ms, job index prefix.
-_RECORD_DECISION = """
-local f = redis.call('HMGET', KEYS[1], 'expires_at', 'status', 'job_id')
-if not f[1] or tonumber(f[1]) <= tonumber(ARGV[1]) then return {} end
-if f[2] == 'pending' then
-  redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decision_id', ARGV[3], 'approver', ARGV[4],
-    'decided_at', ARGV[1])
-  if tonumber(ARGV[5]) > tonumber(f[1]) then
-    redis.call('HSET', KEYS[1], 'expires_at', ARGV[5])
-    redis.call('PEXPIRE', KEYS[1], ARGV[6])
-    local index = ARGV[7] .. f[3]
-    if redis.call('PTTL', index) < tonumber(ARGV[6]) then redis.call('PEXPIRE', index, ARGV[6]) end
-  end
-end
-return redis.call('HGETALL', KEYS[1])
-"""
-
-
-def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> ApprovalRecord:
-    def text(name: bytes) -> str | None:
-        value = fields.get(name)
-        return None if value is None else value.decode("utf-8")
-
-    decided_at = fields.get(b"decided_at")
-    return decode_record(
-        approval_id, text(b"job_id") or "", text(b"tool") or "", fields[b"request"],
-        status=text(b"status") or "pending", received_at=float(fields[b"received_at"]),
-        expires_at=float(fields[b"expires_at"]), decision_id=text(b"decision_id"),
-        approver=text(b"approver"), decided_at=None if decided_at is None else float(decided_at),
-    )
-
 
 def _import_redis() -> Any:
     try:
@@ -271,15 +109,6 @@ def _import_redis() -> Any:
             "The Redis idempotency store needs redis-py: pip install 'bailing_flask[redis]'."
         ) from None
     return redis
-
-
-def _millis(seconds: float) -> int:
-    """A Redis TTL in milliseconds, never zero (PX 0 is an error)."""
-    return max(1, math.ceil(seconds * 1000))
-
-
-def _num(value: float) -> str:
-    return repr(float(value))
 
 
 def _redacted(url: str) -> str:
@@ -298,47 +127,6 @@ def _describe_client(client: Any) -> str:
     return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
-def _pack(commands: list[tuple[bytes, ...]]) -> bytes:
-    """Commands of byte strings in RESP, the way redis-py packs them (but without its
-    per-argument encoder: every argument here is bytes already)."""
-    out = []
-    for command in commands:
-        out.append(b"*%d\r\n" % len(command))
-        for arg in command:
-            out.append(b"$%d\r\n" % len(arg))
-            out.append(arg)
-            out.append(b"\r\n")
-    return b"".join(out)
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8")
-
-
-def _entry_from_hash(key: str, fields: Mapping[bytes, bytes]) -> Entry:
-    response = None
-    if b"status" in fields:
-        response = StoredResponse(
-            int(fields[b"status"]), _decode_headers(fields[b"headers"]), fields[b"body"]
-        )
-    return Entry(
-        key=key,
-        state=fields[b"state"].decode("ascii"),  # type: ignore[arg-type]
-        token=fields[b"token"].decode("utf-8"),
-        created_at=float(fields[b"created_at"]),
-        lease_expires_at=float(fields[b"lease_expires_at"]),
-        expires_at=float(fields[b"expires_at"]),
-        meta=_decode_meta(fields[b"meta"]),
-        response=response,
-        note=_text(fields.get(b"note")),
-    )
-
-
-def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
-    """HGETALL as returned from a Lua script: a flat list of fields and values."""
-    return dict(zip(flat[::2], flat[1::2]))
-
-
 class RedisStore(IdempotencyStore):
     """Keep entries in Redis, shared by every host of the app.
 
@@ -353,6 +141,8 @@ class RedisStore(IdempotencyStore):
         be lost (:meth:`persistence_warnings`). ``False`` only for a Redis
         that is deliberately disposable (tests).
     """
+
+    _pending: _Pending
 
     def __init__(
         self,
@@ -406,8 +196,8 @@ class RedisStore(IdempotencyStore):
         #: connections this store holds, one per thread: id -> (pid, thread, connection)
         self._held: dict[int, tuple[int, threading.Thread, Any]] = {}
         self._generation = 0
-        self._pending = _Pending(self._write_pending, _DEFER_DELAY, "bailing-redis-completions",
-                                 self.display)
+        self._defer_completions(self._write_pending, _DEFER_DELAY, "bailing-redis-completions",
+                                self.display)
         encoder = client.connection_pool.get_encoder()
         #: how the client turns str arguments into bytes (the request path packs its own)
         self._encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)
@@ -438,12 +228,8 @@ class RedisStore(IdempotencyStore):
         """
         if self._persistence_pending:
             self._check_persistence_once()
-        try:
+        with self._unchecked_errors():
             yield
-        except self._errors_caught as exc:
-            raise StoreUnavailable(
-                f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
-            ) from exc
 
     # -- does the server keep what it is told? ----------------------------------------
 
@@ -456,71 +242,16 @@ class RedisStore(IdempotencyStore):
 
         :raises StoreUnavailable: if the server cannot be reached at all.
         """
-        where = f"The Redis idempotency store at {self.display}"
         with self._unchecked_errors():
-            settings = self._read_settings()
-        if settings is None:
-            return [f"{where} could not read the server's persistence settings (CONFIG and INFO "
-                    "refused). Make sure the server runs with appendonly yes and "
-                    "maxmemory-policy noeviction, or completed side effects may be forgotten and "
-                    "replayed calls run again."]
-        problems: list[str] = []
-        aof, save = settings.get("appendonly"), settings.get("save")
-        if aof == "no" and save == "":
-            problems.append(
-                f"{where} keeps nothing across a restart (appendonly no, save \"\"): when Redis "
-                "restarts, every completed side effect is forgotten and a replayed call runs "
-                "again. Set appendonly yes (appendfsync everysec or always) in redis.conf, or "
-                "CONFIG SET appendonly yes followed by CONFIG REWRITE.")
-        elif aof == "no":
-            snapshots = f"save {save!r}" if save is not None else "RDB snapshots at best"
-            problems.append(
-                f"{where} persists only by snapshots (appendonly no, {snapshots}): records "
-                "written since the last snapshot are lost when Redis stops without saving "
-                "(crash, kill, out of memory, power loss), and those calls could run again. Set "
-                "appendonly yes (appendfsync everysec or always).")
-        policy, maxmemory = settings.get("maxmemory-policy"), settings.get("maxmemory")
-        if policy not in (None, "noeviction") and maxmemory not in (None, "0"):
-            problems.append(
-                f"{where} may evict keys under memory pressure (maxmemory-policy {policy}); every "
-                "record has a TTL, so volatile-* policies evict them too, and an evicted record "
-                "lets a replayed call run again. Set maxmemory-policy noeviction (or give this "
-                "store a Redis of its own).")
-        return problems
-
-    def _read_settings(self) -> dict[str, str] | None:
-        """The relevant server settings, as strings; ``None`` if neither source answers."""
-        redis_errors = self._errors_caught
-        try:
-            found: dict[str, str] = {}
-            for pattern in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
-                found.update({str(k): str(v) for k, v in self._client.config_get(pattern).items()})
-            return found
-        except redis_errors as exc:
-            if _unreachable(exc):
-                raise
-        try:
-            persistence = self._client.info("persistence")
-            memory = self._client.info("memory")
-        except redis_errors as exc:
-            if _unreachable(exc):
-                raise
-            return None
-        found = {"appendonly": "yes" if str(persistence.get("aof_enabled")) == "1" else "no"}
-        if "maxmemory" in memory:
-            found["maxmemory"] = str(memory["maxmemory"])
-        if "maxmemory_policy" in memory:
-            found["maxmemory-policy"] = str(memory["maxmemory_policy"])
-        return found
+            settings = read_settings(self._client, self._errors_caught)
+        return settings_warnings(settings, f"The Redis idempotency store at {self.display}")
 
     @contextmanager
     def _unchecked_errors(self) -> Iterator[None]:
         try:
             yield
         except self._errors_caught as exc:
-            raise StoreUnavailable(
-                f"Redis store at {self.display} is unavailable: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise self._unavailable(exc) from exc
 
     def _check_persistence_once(self) -> None:
         """Log :meth:`persistence_warnings` once per store, never failing the caller."""
@@ -648,14 +379,8 @@ class RedisStore(IdempotencyStore):
         self, key: str, token: str, lease_seconds: float, retention_seconds: float,
         meta: EntryMeta,
     ) -> tuple[float, tuple[bytes, ...]]:
+        """The claim script's EVALSHA, packed (the arguments were checked by the caller)."""
         lease, retention = lease_seconds, retention_seconds
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and lease.__class__ is float and 0.0 < lease < _INF
-                and retention.__class__ is float and 0.0 < retention < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            lease = _check_seconds(lease_seconds, "lease_seconds")
-            retention = _check_seconds(retention_seconds, "retention_seconds")
         now = self.clock()
         keep = lease if lease > retention else retention
         encoding, errors = self._encoding
@@ -685,20 +410,13 @@ class RedisStore(IdempotencyStore):
         """
         pending = self._pending
         pending.wait_landed(key, 2 * SOCKET_TIMEOUT)
-        taken = pending.take() if pending else []
-        try:
-            replies = self._run([self._complete_command(item) for item in taken] + [command])
-        except self._errors_caught as exc:
-            pending.put_back(taken)
-            pending.landed(taken)
-            raise self._unavailable(exc) from exc
-        except BaseException:
-            pending.put_back(taken)
-            pending.landed(taken)
-            raise
-        if taken:
-            pending.put_back(self._settle(taken, replies))
-            pending.landed(taken)
+        with pending.carried() as taken:
+            try:
+                replies = self._run([self._complete_command(item) for item in taken] + [command])
+            except self._errors_caught as exc:
+                raise self._unavailable(exc) from exc
+            if taken:
+                pending.put_back(self._settle(taken, replies))
         reply = replies[-1]
         if isinstance(reply, BaseException):
             raise self._unavailable(reply) from reply
@@ -706,13 +424,9 @@ class RedisStore(IdempotencyStore):
 
     def _settle(self, items: list[_Completion], replies: list[Any]) -> list[_Completion]:
         """Log the completions the server refused; those that failed, to try again."""
-        failed = []
-        for item, reply in zip(items, replies):
-            if isinstance(reply, BaseException):
-                failed.append(item)
-            elif not reply:
-                logger.error("bailing: call %s was resolved or taken over while it ran; its "
-                             "deferred completion was not recorded", item.key)
+        failed = [item for item, reply in zip(items, replies) if isinstance(reply, BaseException)]
+        _log_refused([item for item, reply in zip(items, replies)
+                      if not reply and not isinstance(reply, BaseException)])
         return failed
 
     def _write_pending(self, items: list[_Completion]) -> list[_Completion]:
@@ -757,11 +471,8 @@ class RedisStore(IdempotencyStore):
                 entry = _entry_from_hash(key, _pairs(reply))
                 return Reservation(_outcome(entry, now), entry)
             if reply == 1:
-                lease = float(lease_seconds)
-                return Reservation("reserved", Entry(
-                    key, "in_progress", token, now, now + lease,
-                    now + max(lease, float(retention_seconds)), meta,
-                ))
+                return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
+                                                          retention_seconds, meta))
             held = self.get(key)  # this token held it already: report the entry as it is
             if held is not None:
                 return Reservation("reserved", held)
@@ -771,9 +482,7 @@ class RedisStore(IdempotencyStore):
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(new_token, "new_token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
+        lease = lease_seconds
         now = self.clock()
         with self._errors():
             return bool(
@@ -786,52 +495,19 @@ class RedisStore(IdempotencyStore):
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
         item = _Completion(key, token, self.clock(), retention_seconds, response)
         return bool(self._with_pending(key, self._complete_command(item)))
 
-    def complete_deferred(
-        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
-    ) -> bool | None:
-        """Queue the completion; it travels with this process's next command.
-
-        No round trip of its own: the next claim (or any command) of this
-        process sends it in the same batch, ahead of itself, and a background
-        thread sends whatever is still waiting a few milliseconds later, and at
-        interpreter exit. Until it arrives, a repeat from another process gets
-        ``409 idempotency_in_progress``; if this process is killed first, the
-        completion is lost and the call turns uncertain when its lease runs out
-        -- never run twice.
-        """
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
-        self._pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
-        return None
-
-    def flush(self) -> None:
-        """Send the completions :meth:`complete_deferred` still holds, now."""
-        self._pending.flush()
-
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
-        _check_key(key)
         with self._errors():
             return bool(self._mark_uncertain(keys=[self._key(key)],
                                              args=[_num(self.clock()), token, note]))
 
     def release(self, key: str, *, token: str) -> bool:
-        _check_key(key)
         with self._errors():
             return bool(self._release(keys=[self._key(key)], args=[_num(self.clock()), token]))
 
     def get(self, key: str) -> Entry | None:
-        _check_key(key)
         with self._errors():
             fields = self._client.hgetall(self._key(key))
         if not fields:
@@ -845,8 +521,6 @@ class RedisStore(IdempotencyStore):
         Meant for operators, not for requests: the cost grows with the number
         of stored entries (memory stays bounded by ``limit``).
         """
-        _check_state(state)
-        _check_limit(limit)
         now = self.clock()
         found: dict[str, Entry] = {}  # SCAN may return a key twice
         with self._errors():
@@ -876,8 +550,7 @@ class RedisStore(IdempotencyStore):
         note: str,
         retention_seconds: float,
     ) -> bool:
-        _check_key(key)
-        retention = _check_seconds(retention_seconds, "retention_seconds")
+        retention = retention_seconds
         now = self.clock()
         if response is None:
             args: list[Any] = [_num(now), "delete"]
@@ -904,7 +577,6 @@ class RedisStore(IdempotencyStore):
         bounded number of keys and resumes the scan where the previous call
         stopped, so repeated calls eventually cover every key.
         """
-        _check_limit(limit)
         if limit == 0:
             return 0
         now = self.clock()
@@ -927,8 +599,7 @@ class RedisStore(IdempotencyStore):
         return removed
 
     def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
-        _check_key(signature, "signature")
-        ttl = _check_seconds(ttl_seconds, "ttl_seconds")
+        ttl = ttl_seconds
         now = self.clock()
         with self._errors():
             return bool(
@@ -981,10 +652,10 @@ class RedisStore(IdempotencyStore):
                 record = _approval_from_hash(approval_id, fields)
                 if record.is_live(now):
                     records.append(record)
-        return sorted(records, key=lambda r: (r.received_at, r.approval_id))
+        return oldest_first(records)
 
     def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
-        keep = retention(retention_seconds)
+        keep = retention_seconds
         now = self.clock()
         with self._errors():
             flat = self._add_approval(
@@ -1004,9 +675,7 @@ class RedisStore(IdempotencyStore):
         approver: str,
         retention_seconds: float,
     ) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
-        check_decision(status, decision_id, approver)
-        keep = retention(retention_seconds)
+        keep = retention_seconds
         now = self.clock()
         with self._errors():
             flat = self._record_decision(
@@ -1017,7 +686,6 @@ class RedisStore(IdempotencyStore):
         return _approval_from_hash(approval_id, _pairs(flat)) if flat else None
 
     def get_approval(self, approval_id: int) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
         with self._errors():
             found = self._live_approvals([approval_id])
         return found[0] if found else None
@@ -1032,7 +700,6 @@ class RedisStore(IdempotencyStore):
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         """Live records, oldest first; scans the approval keys (for operators and pages)."""
-        _check_limit(limit)
         found: dict[int, ApprovalRecord] = {}
         with self._errors():
             for _cursor, keys in self._scan(_glob_escape(self._approval_ns) + "*"):
@@ -1044,20 +711,8 @@ class RedisStore(IdempotencyStore):
                 for record in self._live_approvals(ids):
                     if status is None or record.status == status:
                         found[record.approval_id] = record
-        return sorted(found.values(), key=lambda r: (r.received_at, r.approval_id))[:limit]
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """A connection or timeout problem (as opposed to a refused command)."""
-    import redis
-
-    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+        return oldest_first(found.values())[:limit]
 
 
 def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:
     return nsmallest(limit, entries, key=lambda entry: (entry.created_at, entry.key))
-
-
-def _glob_escape(text: str) -> str:
-    """Escape SCAN ``MATCH`` wildcards, so a prefix like ``app[1]:`` is literal."""
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

@@ -44,39 +44,44 @@ from contextlib import contextmanager
 from typing import Any
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.stores.approvals import (
-    ApprovalRecord,
-    ApprovalStatus,
-    check_approval_id,
-    check_decision,
-    decode_record,
-    encode_request,
-    retention,
-)
-from bailing_flask.stores.base import (
-    _INF,
+from bailing_flask.stores._deferred import _Completion, _Later, _log_refused, _Pending
+from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
-    IdempotencyStore,
     ListState,
     Reservation,
     StoredResponse,
     StoreUnavailable,
-    _check_key,
-    _check_limit,
-    _check_seconds,
-    _check_state,
     _decode_headers,
     _decode_meta,
     _encode_headers,
     _encode_meta,
-    _Completion,
-    _Later,
+    _new_entry,
     _outcome,
-    _Pending,
 )
+from bailing_flask.stores._sqlite_sql import (
+    _ADD_APPROVAL,
+    _APPROVAL_COLUMNS,
+    _APPROVALS_SCHEMA,
+    _CLAIM,
+    _CLEANUP,
+    _COLUMNS,
+    _COMPLETE,
+    _LIST_FILTERS,
+    _MARK_UNCERTAIN,
+    _PRUNE_APPROVALS,
+    _RECORD_DECISION,
+    _RELEASE,
+    _REMEMBER_SIGNATURE,
+    _RESOLVE,
+    _SCHEMA,
+    _SCHEMA_VERSION,
+    _TAKE_OVER,
+)
+from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
+from bailing_flask.stores.base import IdempotencyStore, _check_seconds
 
 __all__ = ["SQLiteStore"]
 
@@ -88,91 +93,6 @@ _DEFER_DELAY = 0.005
 _CHECKPOINT_EVERY = 200
 #: SQLite's own checkpoint, inside a commit, only if the background ones fall this far behind
 _AUTOCHECKPOINT_PAGES = 10000
-
-#: Bumped when the tables change, so a later version can migrate old files.
-_SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS bailing_idempotency (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    token TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    lease_expires_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    meta TEXT NOT NULL,
-    status INTEGER,
-    headers TEXT,
-    body BLOB,
-    note TEXT
-);
-CREATE INDEX IF NOT EXISTS bailing_idempotency_expires_at
-    ON bailing_idempotency (expires_at);
-CREATE INDEX IF NOT EXISTS bailing_idempotency_created_at
-    ON bailing_idempotency (created_at);
-CREATE TABLE IF NOT EXISTS bailing_signatures (
-    signature TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS bailing_signatures_expires_at
-    ON bailing_signatures (expires_at);
-"""
-
-#: Created on first use by the approval methods (``IF NOT EXISTS``, so files
-#: written by an earlier version gain it without a schema version bump).
-_APPROVALS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS bailing_approvals (
-    approval_id INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    status TEXT NOT NULL,
-    received_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    request TEXT NOT NULL,
-    decision_id TEXT,
-    approver TEXT,
-    decided_at REAL
-);
-CREATE INDEX IF NOT EXISTS bailing_approvals_job ON bailing_approvals (job_id, tool);
-CREATE INDEX IF NOT EXISTS bailing_approvals_received ON bailing_approvals (received_at);
-"""
-_APPROVAL_COLUMNS = (
-    "approval_id, job_id, tool, status, received_at, expires_at, request, decision_id, approver, "
-    "decided_at"
-)
-
-_COLUMNS = (
-    "key, state, token, created_at, lease_expires_at, expires_at, meta, "
-    "status, headers, body, note"
-)
-
-#: claim a key: insert it, or take over a dead entry of the same key (``?3`` is now);
-#: a live entry makes the WHERE false and nothing is written
-_CLAIM = (
-    "INSERT INTO bailing_idempotency "
-    "(key, state, token, created_at, lease_expires_at, expires_at, meta) "
-    "VALUES (?1, 'in_progress', ?2, ?3, ?4, ?5, ?6) "
-    "ON CONFLICT (key) DO UPDATE SET state = 'in_progress', token = excluded.token, "
-    "created_at = excluded.created_at, lease_expires_at = excluded.lease_expires_at, "
-    "expires_at = excluded.expires_at, meta = excluded.meta, status = NULL, headers = NULL, "
-    "body = NULL, note = NULL "
-    "WHERE bailing_idempotency.expires_at <= ?3"
-)
-
-#: record the response of a live in-progress entry still owned by the token
-_COMPLETE = (
-    "UPDATE bailing_idempotency SET state = 'completed', expires_at = ?, status = ?, "
-    "headers = ?, body = ? WHERE key = ? AND token = ? AND state = 'in_progress' "
-    "AND expires_at > ?"
-)
-
-_LIST_FILTERS: dict[ListState | None, str] = {
-    None: "",
-    "completed": " AND state = 'completed'",
-    "in_progress": " AND state = 'in_progress' AND lease_expires_at > :now",
-    "uncertain": " AND state = 'in_progress' AND lease_expires_at <= :now",
-}
-
 
 def _entry_from_row(row: tuple[Any, ...]) -> Entry:
     key, state, token, created_at, lease_expires_at, expires_at, meta = row[:7]
@@ -202,6 +122,8 @@ class SQLiteStore(IdempotencyStore):
     :param busy_timeout: seconds to wait for another process's write lock
         before giving up with :class:`StoreUnavailable`.
     """
+
+    _pending: _Pending
 
     def __init__(
         self,
@@ -233,10 +155,14 @@ class SQLiteStore(IdempotencyStore):
         self._generation = 0
         self._schema_ready = False
         self._writes = 0
+        #: held while the store's own threads use their connection, and by close(), which
+        #: must never close a connection a statement is running on (SQLite would crash)
+        self._background_lock = threading.Lock()
+        self._background_pid = os.getpid()
         self._checkpoint_later = _Later(self._checkpoint, 0.0, "bailing-sqlite-checkpoint")
         #: completions deferred by complete_deferred(), written with the next claim
-        self._pending = _Pending(self._write_pending, _DEFER_DELAY, "bailing-sqlite-completions",
-                                 self.path)
+        self._defer_completions(self._write_pending, _DEFER_DELAY, "bailing-sqlite-completions",
+                                self.path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -290,9 +216,19 @@ class SQLiteStore(IdempotencyStore):
             self._writes = 0
             self._checkpoint_later.soon()
 
+    @contextmanager
+    def _background(self) -> Iterator[None]:
+        """What the store's background threads hold while they use the database."""
+        pid = os.getpid()
+        if self._background_pid != pid:  # forked: a parent's thread may have held it
+            self._background_lock, self._background_pid = threading.Lock(), pid
+        with self._background_lock:
+            yield
+
     def _checkpoint(self) -> None:
         try:
-            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            with self._background():
+                self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except (sqlite3.Error, OSError) as exc:
             logger.warning("bailing: background checkpoint of the SQLite idempotency store at %s "
                            "failed (%s: %s); SQLite checkpoints by itself later", self.path,
@@ -372,9 +308,7 @@ class SQLiteStore(IdempotencyStore):
         try:
             yield
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(
-                f"SQLite store at {self.path} is unavailable: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise self._unavailable(exc) from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -411,22 +345,19 @@ class SQLiteStore(IdempotencyStore):
         transaction, and it takes the write lock before it looks at the key,
         so of any number of processes claiming the same key exactly one
         writes it (the same guarantee ``BEGIN IMMEDIATE`` gave, in one round
-        trip through SQLite instead of four).
+        trip through SQLite instead of four). The arguments were checked by
+        the public method that called it.
         """
         lease = lease_seconds
-        retention = retention_seconds
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and lease.__class__ is float and 0.0 < lease < _INF
-                and retention.__class__ is float and 0.0 < retention < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            lease = _check_seconds(lease_seconds, "lease_seconds")
-            retention = _check_seconds(retention_seconds, "retention_seconds")
-        keep = lease if lease > retention else retention
+        keep = lease if lease > retention_seconds else retention_seconds
         meta_json = _encode_meta(meta)
+        pending = self._pending
+        # a completion of this key that another thread's write carries lands first, so a
+        # repeat in this process never overtakes the completion of the call it repeats
+        pending.wait_landed(key, self.busy_timeout)
         try:
             conn = self._connection()
-            if self._pending:
+            if pending:
                 return self._claim_with_pending(conn, key, token, lease, keep, meta_json)
             for _attempt in range(10):
                 now = self.clock()
@@ -456,20 +387,17 @@ class SQLiteStore(IdempotencyStore):
         own claim) or waits for this commit.
         """
         conn.execute("BEGIN IMMEDIATE")
-        taken: list[_Completion] = []
-        try:
-            taken = self._pending.take()
-            refused = self._apply(conn, taken)
-            now = self.clock()
-            cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep, meta_json))
-            entry = None if cursor.rowcount == 1 else self._select(conn, key, now)
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback_quietly(conn)
-            self._pending.put_back(taken)
-            self._pending.landed(taken)
-            raise
-        self._pending.landed(taken)
+        with self._pending.carried() as taken:
+            try:
+                refused = self._apply(conn, taken)
+                now = self.clock()
+                cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep,
+                                               meta_json))
+                entry = None if cursor.rowcount == 1 else self._select(conn, key, now)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
         self._wrote()
         _log_refused(refused)
         if entry is None and cursor.rowcount != 1:  # pragma: no cover - the lock was held
@@ -493,7 +421,7 @@ class SQLiteStore(IdempotencyStore):
     def _write_pending(self, items: list[_Completion]) -> list[_Completion]:
         """The background write of completions no claim took along; those to try again."""
         try:
-            with self._errors(), self._write() as conn:
+            with self._background(), self._errors(), self._write() as conn:
                 refused = self._apply(conn, items)
         except StoreUnavailable as exc:
             logger.warning("bailing: deferred completions not written yet: %s", exc)
@@ -513,11 +441,8 @@ class SQLiteStore(IdempotencyStore):
     ) -> Reservation:
         now, entry = self._claim(key, token, lease_seconds, retention_seconds, meta)
         if entry is None:
-            lease = float(lease_seconds)
-            return Reservation("reserved", Entry(
-                key, "in_progress", token, now, now + lease,
-                now + max(lease, float(retention_seconds)), meta,
-            ))
+            return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
+                                                      retention_seconds, meta))
         if entry.state == "in_progress" and entry.token == token:
             return Reservation("reserved", entry)
         return Reservation(_outcome(entry, now), entry)
@@ -539,9 +464,6 @@ class SQLiteStore(IdempotencyStore):
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
-        _check_key(key)
-        _check_key(new_token, "new_token")
-        lease = _check_seconds(lease_seconds, "lease_seconds")
         with self._errors(), self._write() as conn:
             now = self.clock()
             entry = self._select(conn, key, now)
@@ -551,27 +473,18 @@ class SQLiteStore(IdempotencyStore):
                 return True
             if entry.token != old_token:
                 return False
-            conn.execute(
-                "UPDATE bailing_idempotency SET token = ?, lease_expires_at = ?, "
-                "expires_at = MAX(expires_at, ?) WHERE key = ?",
-                (new_token, now + lease, now + lease, key),
-            )
+            lease_end = now + lease_seconds
+            conn.execute(_TAKE_OVER, (new_token, lease_end, lease_end, key))
             return True
 
     def _complete(
         self, conn: sqlite3.Connection, key: str, token: str, response: StoredResponse,
         retention_seconds: float,
     ) -> bool:
-        retention = retention_seconds
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention.__class__ is float and 0.0 < retention < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention = _check_seconds(retention_seconds, "retention_seconds")
         now = self.clock()
         cursor = conn.execute(
             _COMPLETE,
-            (now + retention, response.status, _encode_headers(response.headers), response.body,
+            (now + retention_seconds, response.status, _encode_headers(response.headers), response.body,
              key, token, now),
         )
         if cursor.rowcount == 1:
@@ -590,60 +503,22 @@ class SQLiteStore(IdempotencyStore):
         except (sqlite3.Error, OSError) as exc:
             raise self._unavailable(exc) from exc
 
-    def complete_deferred(
-        self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
-    ) -> bool | None:
-        """Queue the completion; it is written with this process's next claim.
-
-        That claim's transaction commits it together with the new reservation,
-        so a call costs one transaction (and one wait for the disk) instead of
-        two. Whatever no claim took along is written by a background thread a
-        few milliseconds later, and at interpreter exit. Until it is written, a
-        repeat from another process gets ``409 idempotency_in_progress``; if
-        this process is killed first, the completion is lost and the call turns
-        uncertain when its lease runs out -- never run twice.
-        """
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
-        self._pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
-        return None
-
-    def flush(self) -> None:
-        """Write the completions :meth:`complete_deferred` still holds, now."""
-        self._pending.flush()
-
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
-        _check_key(key)
         with self._errors():
             now = self.clock()
-            cursor = self._connection().execute(
-                "UPDATE bailing_idempotency SET lease_expires_at = MIN(lease_expires_at, ?), "
-                "note = ? WHERE key = ? AND token = ? AND state = 'in_progress' AND expires_at > ?",
-                (now, note, key, token, now),
-            )
+            cursor = self._connection().execute(_MARK_UNCERTAIN, (now, note, key, token, now))
             return cursor.rowcount == 1
 
     def release(self, key: str, *, token: str) -> bool:
-        _check_key(key)
         with self._errors():
-            cursor = self._connection().execute(
-                "DELETE FROM bailing_idempotency WHERE key = ? AND token = ? "
-                "AND state = 'in_progress' AND expires_at > ?",
-                (key, token, self.clock()),
-            )
+            cursor = self._connection().execute(_RELEASE, (key, token, self.clock()))
             return cursor.rowcount == 1
 
     def get(self, key: str) -> Entry | None:
-        _check_key(key)
         with self._errors():
             return self._select(self._connection(), key, self.clock())
 
     def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
-        _check_state(state)
-        _check_limit(limit)
         with self._errors():
             rows = self._connection().execute(
                 f"SELECT {_COLUMNS} FROM bailing_idempotency WHERE expires_at > :now"
@@ -660,8 +535,6 @@ class SQLiteStore(IdempotencyStore):
         note: str,
         retention_seconds: float,
     ) -> bool:
-        _check_key(key)
-        retention = _check_seconds(retention_seconds, "retention_seconds")
         with self._errors(), self._write() as conn:
             now = self.clock()
             if self._select(conn, key, now) is None:
@@ -669,23 +542,13 @@ class SQLiteStore(IdempotencyStore):
             if response is None:
                 conn.execute("DELETE FROM bailing_idempotency WHERE key = ?", (key,))
             else:
-                conn.execute(
-                    "UPDATE bailing_idempotency SET state = 'completed', token = ?, "
-                    "expires_at = ?, status = ?, headers = ?, body = ?, note = ? WHERE key = ?",
-                    (
-                        RESOLVED_TOKEN,
-                        now + retention,
-                        response.status,
-                        _encode_headers(response.headers),
-                        response.body,
-                        note,
-                        key,
-                    ),
-                )
+                conn.execute(_RESOLVE, (
+                    RESOLVED_TOKEN, now + retention_seconds, response.status,
+                    _encode_headers(response.headers), response.body, note, key,
+                ))
             return True
 
     def cleanup(self, *, limit: int = 1000) -> int:
-        _check_limit(limit)
         removed = 0
         with self._errors():
             conn = self._connection()
@@ -696,27 +559,15 @@ class SQLiteStore(IdempotencyStore):
             for table in ("bailing_idempotency", "bailing_signatures"):
                 if removed >= limit:
                     break
-                cursor = conn.execute(
-                    f"DELETE FROM {table} WHERE rowid IN "
-                    f"(SELECT rowid FROM {table} WHERE expires_at <= ? LIMIT ?)",
-                    (now, limit - removed),
-                )
+                cursor = conn.execute(_CLEANUP.format(table=table), (now, limit - removed))
                 removed += max(cursor.rowcount, 0)
         return removed
 
     def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
-        _check_key(signature, "signature")
-        ttl = _check_seconds(ttl_seconds, "ttl_seconds")
         with self._errors():
             now = self.clock()
-            # One statement, so atomic: insert, or take over a dead record;
-            # a live record makes the WHERE false and nothing changes.
-            cursor = self._connection().execute(
-                "INSERT INTO bailing_signatures (signature, expires_at) VALUES (?, ?) "
-                "ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at "
-                "WHERE bailing_signatures.expires_at <= ?",
-                (signature, now + ttl, now),
-            )
+            cursor = self._connection().execute(_REMEMBER_SIGNATURE,
+                                                (signature, now + ttl_seconds, now))
             self._wrote()
             return cursor.rowcount == 1
 
@@ -733,12 +584,13 @@ class SQLiteStore(IdempotencyStore):
         self._pending.flush()
         self._checkpoint_later.cancel()  # SQLite checkpoints when the last connection closes
         pid = os.getpid()
-        self._generation += 1
-        for ident, (owner, _thread, _conn) in list(self._connections.items()):
-            if owner == pid:
-                item = self._connections.pop(ident, None)
-                if item is not None:
-                    _close_quietly(item[2])
+        with self._background():  # not while a checkpoint or a deferred write runs
+            self._generation += 1
+            for ident, (owner, _thread, _conn) in list(self._connections.items()):
+                if owner == pid:
+                    item = self._connections.pop(ident, None)
+                    if item is not None:
+                        _close_quietly(item[2])
 
 
     # --- business approvals -----------------------------------------------------
@@ -772,7 +624,6 @@ class SQLiteStore(IdempotencyStore):
         return None if row is None else self._approval_from_row(row)
 
     def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
-        keep = retention(retention_seconds)
         with self._errors():
             self._approvals_connection()
             with self._write() as conn:
@@ -780,16 +631,9 @@ class SQLiteStore(IdempotencyStore):
                 existing = self._select_approval(conn, record.approval_id, now)
                 if existing is not None:
                     return existing
-                conn.execute(
-                    "DELETE FROM bailing_approvals WHERE rowid IN (SELECT rowid FROM "
-                    "bailing_approvals WHERE expires_at <= ? LIMIT 100)", (now,),
-                )
-                conn.execute(
-                    f"INSERT OR REPLACE INTO bailing_approvals ({_APPROVAL_COLUMNS}) "
-                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, NULL, NULL, NULL)",
-                    (record.approval_id, record.job_id, record.tool, now, now + keep,
-                     encode_request(record)),
-                )
+                conn.execute(_PRUNE_APPROVALS, (now,))
+                conn.execute(_ADD_APPROVAL, (record.approval_id, record.job_id, record.tool, now,
+                                             now + retention_seconds, encode_request(record)))
                 stored = self._select_approval(conn, record.approval_id, now)
                 assert stored is not None
                 return stored
@@ -803,9 +647,6 @@ class SQLiteStore(IdempotencyStore):
         approver: str,
         retention_seconds: float,
     ) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
-        check_decision(status, decision_id, approver)
-        keep = retention(retention_seconds)
         with self._errors():
             self._approvals_connection()
             with self._write() as conn:
@@ -813,15 +654,11 @@ class SQLiteStore(IdempotencyStore):
                 record = self._select_approval(conn, approval_id, now)
                 if record is None or record.status != "pending":
                     return record
-                conn.execute(
-                    "UPDATE bailing_approvals SET status = ?, decision_id = ?, approver = ?, "
-                    "decided_at = ?, expires_at = MAX(expires_at, ?) WHERE approval_id = ?",
-                    (status, decision_id, approver, now, now + keep, approval_id),
-                )
+                conn.execute(_RECORD_DECISION, (status, decision_id, approver, now,
+                                                now + retention_seconds, approval_id))
                 return self._select_approval(conn, approval_id, now)
 
     def get_approval(self, approval_id: int) -> ApprovalRecord | None:
-        check_approval_id(approval_id)
         with self._errors():
             return self._select_approval(self._approvals_connection(), approval_id, self.clock())
 
@@ -837,7 +674,6 @@ class SQLiteStore(IdempotencyStore):
     def list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
-        _check_limit(limit)
         where = "" if status is None else " AND status = :status"
         with self._errors():
             rows = self._approvals_connection().execute(
@@ -846,12 +682,6 @@ class SQLiteStore(IdempotencyStore):
                 {"now": self.clock(), "status": status, "limit": limit},
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
-
-
-def _log_refused(items: list[_Completion]) -> None:
-    for item in items:
-        logger.error("bailing: call %s was resolved or taken over while it ran; its deferred "
-                     "completion was not recorded", item.key)
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:

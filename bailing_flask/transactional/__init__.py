@@ -1,0 +1,98 @@
+"""Exactly once: the idempotency record commits in the app's own database transaction.
+
+The store mode (:mod:`bailing_flask._pipeline.idempotency`) reserves a call in a store
+of its own, runs the view, then records the answer. The view's commit and
+that record are two writes, so a crash between them leaves a call
+*uncertain*. In the transaction mode there is one write: the reservation
+row is inserted at the start of the view's own database transaction, the
+view's changes follow in the same transaction, the answer is written into
+that row, and one commit makes all of it durable -- or a rollback (an
+exception, a ``5xx``, a killed worker, a lost connection) leaves nothing.
+
+* A repeat of a committed call finds the row and gets its answer; nothing
+  runs.
+* A repeat of a call whose transaction rolled back finds no row and runs:
+  nothing had happened.
+* A duplicate arriving while the first still runs collides with the first
+  one's uncommitted row on the table's primary key: PostgreSQL makes its
+  ``INSERT`` wait for the first transaction (then it sees the committed row
+  and gets the answer), SQLite makes it wait for the database's write lock
+  (``busy_timeout``); a wait that times out answers
+  ``409 idempotency_in_progress``. Never two effects.
+* There is no lease and no "uncertain" state: an uncommitted row is
+  invisible to everyone else and vanishes with its transaction.
+
+The one thing that can break this is a view that ends the package's
+transaction itself (``COMMIT`` on a DB-API connection). The SQLAlchemy
+adapter turns the view's ``session.commit()`` into a flush for the
+duration of the call, so SQLAlchemy views keep their code; on a DB-API
+connection the view must leave ``BEGIN``/``COMMIT`` to the package and use
+savepoints for nested blocks. If a view commits anyway, the package logs an
+error; a committed row that still has no answer (the worker died after the
+view's own commit) is reported as uncertain, the only way one can arise.
+
+Adapters: :class:`SQLAlchemyTransaction` (Flask-SQLAlchemy, or any
+SQLAlchemy ``Session``) and :class:`DBAPITransaction` (a plain ``sqlite3``
+or ``psycopg`` 3 connection). Nothing here imports SQLAlchemy or a driver
+until an adapter uses it.
+
+The package is split by job: ``_records`` (the table's DDL, its rows and
+statements, shared by both adapters), ``_adapter`` (what the mode needs from
+a database), ``_sqlalchemy`` and ``_dbapi`` (the two adapters) and ``_mode``
+(the run of one call). Import from ``bailing_flask.transactional``.
+"""
+
+from __future__ import annotations
+
+# Every name the module had before it became a package, private ones too, stays importable
+# from here (tests and apps import them from bailing_flask.transactional).
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._dbapi import (
+    DBAPITransaction,
+    _begin,
+    _commit,
+    _DBAPICall,
+    _detect_dialect,
+    _in_transaction,
+    _rollback,
+)
+from bailing_flask.transactional._mode import (
+    _CLEANUP_INTERVAL,
+    _REPLAY_HEADER,
+    _SKIPPED_HEADERS,
+    TransactionalIdempotency as TransactionalIdempotency,
+    _replayed,
+    findings as findings,
+    in_transaction_mode as in_transaction_mode,
+    resolve_adapter as resolve_adapter,
+)
+from bailing_flask.transactional._records import (
+    _COLUMNS,
+    _COMPLETE_SQL,
+    _COMPLETED,
+    _INSERT_SQL,
+    _PG_DDL_LOCK,
+    _RUNNING,
+    TABLE_NAME,
+    _Busy,
+    _check_identifier,
+    _classify,
+    _Duplicate,
+    _entry,
+    _insert_values,
+    _matches,
+    _parameters,
+    _placeholders,
+    _Record,
+    _unavailable,
+    create_table_sql,
+)
+from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction, _define_table, _SQLAlchemyCall
+
+__all__ = [
+    "TABLE_NAME",
+    "TransactionAdapter",
+    "SQLAlchemyTransaction",
+    "DBAPITransaction",
+    "create_table_sql",
+]

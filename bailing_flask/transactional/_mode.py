@@ -1,0 +1,256 @@
+"""The transaction mode itself: reserve, run the view, record the answer, one commit."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flask import Response, current_app
+from werkzeug.exceptions import HTTPException
+
+from bailing_flask.wire.headers import is_hop_by_hop
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.lint.codes import Finding, finding
+from bailing_flask.responses import ErrorInfo
+from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._records import _Busy, _Duplicate, _Record
+from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.context import ToolCall
+    from bailing_flask._pipeline.idempotency import Idempotency
+    from bailing_flask._pipeline.registry import Tool
+
+logger = logging.getLogger("bailing_flask")
+
+#: response headers never stored (nor any hop-by-hop header); as in the store mode
+_SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
+_CLEANUP_INTERVAL = 300.0
+_REPLAY_HEADER = "Idempotent-Replayed"
+
+
+def resolve_adapter(value: Any, app: Any) -> TransactionAdapter | None:
+    """``BAILING_TRANSACTION`` as an adapter: an adapter, ``"sqlalchemy"`` or ``None``."""
+    if value is None or isinstance(value, TransactionAdapter):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("sqlalchemy", "flask_sqlalchemy",
+                                                            "flask-sqlalchemy"):
+        db = app.extensions.get("sqlalchemy")
+        if db is None:
+            raise ConfigurationError("BAILING_TRANSACTION = 'sqlalchemy' needs Flask-SQLAlchemy "
+                                     "initialised on this app (db.init_app(app))")
+        return SQLAlchemyTransaction(db)
+    raise ConfigurationError(
+        "BAILING_TRANSACTION must be SQLAlchemyTransaction(...), DBAPITransaction(...), 'sqlalchemy' "
+        f"or None, not {type(value).__name__}"
+    )
+
+
+class TransactionalIdempotency:
+    """Runs side-effecting calls exactly once inside the app's own transaction."""
+
+    def __init__(self, idempotency: Idempotency) -> None:
+        self.idempotency = idempotency
+        self.state = idempotency.state
+        self._adapter: TransactionAdapter | None = None
+        self._resolved = False
+        self._lock = threading.Lock()
+        self._last_cleanup = time.monotonic()
+        self.clock: Callable[[], float] = time.time
+
+    def adapter(self) -> TransactionAdapter | None:
+        if not self._resolved:
+            with self._lock:
+                if not self._resolved:
+                    self._adapter = resolve_adapter(self.state.config("BAILING_TRANSACTION"),
+                                                    self.state.app)
+                    self._resolved = True
+        return self._adapter
+
+    def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
+        from bailing_flask._pipeline.idempotency import call_key
+
+        adapter = self.adapter()
+        if adapter is None:
+            self.state.warn_once(
+                ("transaction", tool.name),
+                "bailing: tool %r runs in the transaction mode but BAILING_TRANSACTION is not set; "
+                "refusing its calls", tool.name, level=logging.ERROR,
+            )
+            return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+        now = self.clock()
+        retention = float(self.state.config("BAILING_IDEMPOTENCY_RETENTION"))
+        record = _Record(
+            key=call_key(tool, call), token=os.urandom(12).hex(),
+            meta=EntryMeta(tool=tool.name, job_id=call.job_id, subject=call.subject,
+                           unsigned_key=call.unsigned.idempotency_key),
+            created_at=now, expires_at=now + retention,
+        )
+        for attempt in (1, 2):
+            try:
+                transaction = adapter.begin()
+            except StoreUnavailable as exc:
+                return self._unavailable(tool, exc)
+            try:
+                transaction.reserve(record)
+            except _Duplicate:
+                transaction.rollback()
+                answer = self._existing(adapter, tool, call, record, last=attempt == 2)
+                if answer is not None:
+                    return answer
+                continue  # the committed row was gone (expired, or resolved to run again)
+            except _Busy as exc:
+                transaction.rollback()
+                logger.info("bailing: call %s of tool %r waits for the same call in another "
+                            "transaction (%s): 409", record.key, tool.name, exc)
+                return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+            except StoreUnavailable as exc:
+                transaction.rollback()
+                return self._unavailable(tool, exc)
+            except BaseException:
+                transaction.rollback()
+                raise
+            return self._first_run(adapter, transaction, tool, record, execute)
+        return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+
+    def _unavailable(self, tool: Tool, exc: StoreUnavailable) -> Response:
+        logger.error("bailing: the database is unavailable (%s); refusing the side effect of %r",
+                     exc, tool.name)
+        return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+
+    def _existing(self, adapter: TransactionAdapter, tool: Tool, call: ToolCall, record: _Record,
+                  *, last: bool) -> Response | None:
+        try:
+            entry = adapter.get(record.key)
+        except StoreUnavailable as exc:
+            return self._unavailable(tool, exc)
+        now = self.clock()
+        if entry is None or entry.expires_at <= now:
+            if entry is not None:
+                try:
+                    adapter.delete_expired(record.key, now)
+                except StoreUnavailable as exc:
+                    return self._unavailable(tool, exc)
+            if last:
+                return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+            return None
+        if entry.state == "completed" and entry.response is not None:
+            return _replayed(tool, call, record.key, entry)
+        logger.warning("bailing: call %s of tool %r was committed without its answer (the view "
+                       "committed the transaction itself, then the worker died); resolve it with "
+                       "`flask bailing idempotency`", record.key, tool.name)
+        return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
+
+    def _first_run(self, adapter: TransactionAdapter, transaction: _CallTransaction, tool: Tool,
+                   record: _Record, execute: Callable[[], Response]) -> Response:
+        stored: StoredResponse | None = None
+        try:
+            with transaction.guard(record):
+                try:
+                    response = execute()
+                except HTTPException as exc:
+                    if exc.code is None or exc.code >= 500:
+                        raise
+                    # abort(404) and the like: an answer, recorded like a returned 4xx
+                    response = current_app.make_response(current_app.handle_user_exception(exc))
+                if response.status_code < 500:
+                    stored = StoredResponse(
+                        status=response.status_code,
+                        headers=tuple((name, value) for name, value in response.headers.items()
+                                      if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
+                        body=response.get_data(),
+                    )
+        except BaseException as exc:
+            transaction.rollback()
+            logger.info("bailing: call %s of tool %r raised %s: its transaction rolled back, an "
+                        "identical call runs again", record.key, tool.name, type(exc).__name__)
+            raise
+        if stored is None:
+            transaction.rollback()
+            logger.info("bailing: call %s of tool %r answered HTTP %d: its transaction rolled back, "
+                        "an identical call runs again", record.key, tool.name, response.status_code)
+            return response
+        try:
+            transaction.complete(record, stored)
+            transaction.commit()
+        except (_Duplicate, _Busy):
+            transaction.rollback()
+            logger.warning("bailing: call %s of tool %r lost its reservation (the view rolled back) "
+                           "to an identical call; its changes rolled back", record.key, tool.name)
+            return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+        except StoreUnavailable as exc:
+            transaction.rollback()
+            logger.error("bailing: the transaction of call %s of tool %r failed to commit (%s); an "
+                         "identical call tells what happened: answered from the record if it "
+                         "committed, run again if not", record.key, tool.name, exc)
+            return self.state.error_response(ErrorInfo.make("transaction_failed"))
+        except BaseException:
+            transaction.rollback()
+            raise
+        if transaction.ended_by_view:
+            logger.error(
+                "bailing: the view of transactional tool %r ended the package's transaction itself "
+                "(%s); its changes were committed before the answer was recorded, so this call was "
+                "not exactly-once. Leave COMMIT to bailing_flask and use savepoints in the view",
+                tool.name, transaction.ended_by_view,
+            )
+        self._maybe_cleanup(adapter)
+        return response
+
+    def _maybe_cleanup(self, adapter: TransactionAdapter) -> None:
+        """Now and then, after a call's commit: delete expired records in a small transaction."""
+        now = time.monotonic()
+        if now - self._last_cleanup < _CLEANUP_INTERVAL:
+            return
+        self._last_cleanup = now
+        try:
+            adapter.cleanup(now=self.clock(), limit=1000)
+        except Exception:  # noqa: BLE001 - retried at the next interval
+            logger.warning("bailing: cleanup of %s failed", adapter.table_name, exc_info=True)
+
+
+def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
+    if entry.meta.unsigned_key != call.unsigned.idempotency_key:
+        logger.warning(
+            "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
+            "X-Bailing-Idempotency-Key changed from %r to %r; answered from the record",
+            key, tool.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
+        )
+    stored = entry.response
+    assert stored is not None
+    response = Response(stored.body, status=stored.status)
+    response.headers.clear()
+    for name, value in stored.headers:
+        if not is_hop_by_hop(name):
+            response.headers.add(name, value)
+    response.headers[_REPLAY_HEADER] = "true"
+    return response
+
+
+def findings(app: Any, tool: Tool) -> list[Finding]:
+    """Registry findings about a tool's transaction mode (``flask bailing check``)."""
+    from bailing_flask._pipeline.idempotency import Idempotency
+    if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
+        return []
+    out: list[Finding] = []
+    key = tool.operation_key
+    if app.config.get("BAILING_TRANSACTION") is None:
+        out.append(finding("transaction_not_configured", key, name=tool.name))
+    outcome = tool.options.outcome
+    if outcome is not None and outcome.side_effect in ("external", "notify"):
+        out.append(finding("transactional_external_effect", key, name=tool.name,
+                           effect=outcome.side_effect))
+    return out
+
+
+def in_transaction_mode(tool: Tool, config: Any) -> bool:
+    """Whether ``tool`` (a de-duplicated one) runs in the transaction mode."""
+    explicit = tool.options.transactional
+    if explicit is not None:
+        return bool(explicit)
+    return bool(config.get("BAILING_TRANSACTIONAL"))

@@ -1,0 +1,343 @@
+"""The transaction mode on a SQLAlchemy ``Session`` (Flask-SQLAlchemy's ``db.session``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores import Entry, StoredResponse, StoreUnavailable
+from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
+from bailing_flask.transactional._records import (
+    ListState,
+    _COLUMNS,
+    _COMPLETE_SQL,
+    _COMPLETED,
+    _INSERT_SQL,
+    _PG_DDL_LOCK,
+    _RUNNING,
+    TABLE_NAME,
+    _Busy,
+    _check_identifier,
+    _classify,
+    _Duplicate,
+    _entry,
+    _insert_values,
+    _matches,
+    _parameters,
+    _placeholders,
+    _encode_headers,
+    _Record,
+    _unavailable,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import MetaData, Table
+    from sqlalchemy.orm import Session
+
+logger = logging.getLogger("bailing_flask")
+
+
+class SQLAlchemyTransaction(TransactionAdapter):
+    """The transaction mode on a SQLAlchemy ``Session`` (Flask-SQLAlchemy's ``db.session``).
+
+    :param session: a Flask-SQLAlchemy ``SQLAlchemy`` object (``db``), a
+        ``scoped_session``, or a function returning the ``Session`` the
+        current request's views use.
+    :param metadata: the ``MetaData`` to define the table on. Default:
+        Flask-SQLAlchemy's ``db.metadata``, so ``db.create_all()`` and
+        Alembic's autogenerate (Flask-Migrate) see the table; a private
+        one otherwise.
+    :param table_name: the table's name (default ``bailing_idempotency``).
+    :param create_table: create the table on first use if it does not
+        exist (``CREATE TABLE`` rights needed); ``False`` when a migration
+        creates it.
+
+    During a transactional call, the view's ``session.commit()`` is a
+    ``flush()`` (ids and constraints are checked, nothing ends) and its
+    ``session.rollback()`` rolls back and takes the reservation again; the
+    package commits once, after the answer is written into the row.
+    """
+
+    def __init__(self, session: Any, *, metadata: MetaData | None = None,
+                 table_name: str = TABLE_NAME, create_table: bool = True) -> None:
+        self.table_name = _check_identifier(table_name)
+        self._source = session
+        self._metadata = metadata
+        self.create_on_first_use = create_table
+        self._created = False
+        self._lock = threading.Lock()
+        # defined now, so a db.create_all() or an Alembic autogenerate that follows sees it
+        self._table: Table = _define_table(self._metadata_for_table(), self.table_name)
+        #: the request path's two statements per DB-API paramstyle (built on first use)
+        self._sql: dict[str, tuple[str, str]] = {}
+
+    def __repr__(self) -> str:
+        return f"SQLAlchemyTransaction(table={self.table_name!r})"
+
+    @property
+    def table(self) -> Table:
+        """The SQLAlchemy ``Table`` of the records, on ``metadata``."""
+        return self._table
+
+    def _metadata_for_table(self) -> MetaData:
+        if self._metadata is not None:
+            return self._metadata
+        metadata = getattr(self._source, "metadata", None)
+        from sqlalchemy import MetaData
+
+        return metadata if isinstance(metadata, MetaData) else MetaData()
+
+    def session(self) -> Session:
+        """The current ``Session``."""
+        from sqlalchemy.orm import Session, scoped_session
+
+        source = self._source
+        inner = getattr(source, "session", None)
+        if isinstance(inner, scoped_session):  # Flask-SQLAlchemy
+            current = inner()
+        elif isinstance(source, scoped_session):
+            current = source()
+        elif callable(source):
+            current = source()
+        else:
+            raise ConfigurationError(
+                "SQLAlchemyTransaction needs Flask-SQLAlchemy's db, a scoped_session or a function "
+                f"returning the current Session, not {type(source).__name__}"
+            )
+        if not isinstance(current, Session):
+            raise ConfigurationError(f"SQLAlchemyTransaction: {source!r} gave {type(current).__name__}, "
+                                     "not a SQLAlchemy Session")
+        return current
+
+    def _connection(self, session: Session) -> Any:
+        return session.connection(bind_arguments={"clause": self.table})
+
+    def create_table(self) -> None:
+        session = self.session()
+        bind = session.get_bind(clause=self.table)
+        from sqlalchemy.engine import Engine
+
+        if isinstance(bind, Engine):
+            with bind.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.exec_driver_sql(_PG_DDL_LOCK)
+                self.table.create(connection, checkfirst=True)
+        else:  # a session bound to a connection (tests joining an external transaction)
+            self.table.create(bind, checkfirst=True)
+
+    def begin(self) -> _CallTransaction:
+        self._ensure_table()
+        return _SQLAlchemyCall(self, self.session())
+
+    # -- administration (own transactions) --
+
+    @contextmanager
+    def _admin(self) -> Iterator[Any]:
+        session = self.session()
+        real = type(session)
+        try:
+            yield self._connection(session)
+            real.commit(session)
+        except BaseException as exc:
+            real.rollback(session)
+            if _classify(exc) is not None:
+                raise _unavailable(self, exc) from exc
+            raise
+
+    def _select(self) -> Any:
+        from sqlalchemy import select
+
+        table = self.table
+        return select(*(table.c[name] for name in _COLUMNS))
+
+    def get(self, key: str) -> Entry | None:
+        with self._admin() as connection:
+            row = connection.execute(self._select().where(self.table.c.call_key == key)).first()
+        return None if row is None else _entry(row)
+
+    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+        table = self.table
+        now = time.time()
+        query = self._select().where(table.c.expires_at > now)
+        if state == "completed":
+            query = query.where(table.c.state == _COMPLETED)
+        elif state in ("uncertain", "in_progress"):
+            query = query.where(table.c.state == _RUNNING)
+        with self._admin() as connection:
+            rows = connection.execute(query.order_by(table.c.created_at).limit(limit)).all()
+        return [entry for entry in map(_entry, rows) if _matches(entry, state)]
+
+    def resolve(self, key: str, *, response: StoredResponse | None, note: str,
+                retention_seconds: float, now: float) -> bool:
+        from sqlalchemy import delete, update
+
+        table = self.table
+        alive = (table.c.call_key == key) & (table.c.expires_at > now)
+        with self._admin() as connection:
+            if response is None:
+                result = connection.execute(delete(table).where(alive))
+            else:
+                result = connection.execute(update(table).where(alive).values(
+                    state=_COMPLETED, token="", status=response.status,
+                    headers=_encode_headers(response.headers), body=response.body, note=note,
+                    expires_at=now + retention_seconds,
+                ))
+        return bool(result.rowcount)
+
+    def delete_expired(self, key: str, now: float) -> None:
+        from sqlalchemy import delete
+
+        table = self.table
+        with self._admin() as connection:
+            connection.execute(delete(table).where((table.c.call_key == key)
+                                                   & (table.c.expires_at <= now)))
+
+    def cleanup(self, *, now: float, limit: int = 1000) -> int:
+        from sqlalchemy import delete, select
+
+        table = self.table
+        with self._admin() as connection:
+            keys = [row[0] for row in connection.execute(
+                select(table.c.call_key).where(table.c.expires_at <= now).limit(limit))]
+            if keys:
+                connection.execute(delete(table).where(table.c.call_key.in_(keys)
+                                                       & (table.c.expires_at <= now)))
+        return len(keys)
+
+
+def _define_table(metadata: MetaData, name: str) -> Table:
+    from sqlalchemy import Column, Float, Index, Integer, LargeBinary, String, Table, Text
+
+    existing = metadata.tables.get(name)
+    if existing is not None:
+        return existing
+    return Table(
+        name, metadata,
+        Column("call_key", String(100), primary_key=True),
+        Column("state", String(16), nullable=False),
+        Column("token", String(32), nullable=False),
+        Column("tool", Text, nullable=False),
+        Column("job_id", Text, nullable=False),
+        Column("subject", Text),
+        Column("unsigned_key", Text),
+        # double precision everywhere (a Unix time in seconds needs more than a 4-byte float)
+        Column("created_at", Float(precision=53), nullable=False),
+        Column("expires_at", Float(precision=53), nullable=False),
+        Column("status", Integer),
+        Column("headers", Text),
+        Column("body", LargeBinary),
+        Column("note", Text),
+        Index(f"{name}_expires_at", "expires_at"),
+    )
+
+
+class _SQLAlchemyCall(_CallTransaction):
+    def __init__(self, adapter: SQLAlchemyTransaction, session: Session) -> None:
+        self.adapter = adapter
+        self.session = session
+        self.real = type(session)
+        self.lost = False
+        self._transaction: Any = None
+        self._conn: Any = None
+
+    def _connection(self) -> Any:
+        # the session's connection, looked up again whenever its transaction changed (the view
+        # rolled back or closed the session)
+        transaction = self.session.get_transaction()
+        if transaction is None or transaction is not self._transaction:
+            self._conn = self.adapter._connection(self.session)
+            self._transaction = self.session.get_transaction()
+        return self._conn
+
+    def _execute(self, which: int, values: tuple[Any, ...]) -> int:
+        """Run the INSERT (0) or the UPDATE (1) on the session's own connection; the row count.
+
+        Straight through the driver's cursor of the connection the session's transaction
+        holds (so in that transaction): SQLAlchemy's statement execution costs more than the
+        two small statements themselves, on every call.
+        """
+        try:
+            connection = self._connection()
+            paramstyle = connection.dialect.paramstyle
+            statements = self.adapter._sql.get(paramstyle)
+            if statements is None:
+                table = self.adapter.table_name
+                statements = (_placeholders(_INSERT_SQL, table, paramstyle),
+                              _placeholders(_COMPLETE_SQL, table, paramstyle))
+                self.adapter._sql[paramstyle] = statements
+            cursor = connection.connection.cursor()
+            try:
+                cursor.execute(statements[which], _parameters(values, paramstyle))
+                return int(cursor.rowcount)
+            finally:
+                cursor.close()
+        except BaseException as exc:
+            kind = _classify(exc)
+            if kind == "duplicate":
+                raise _Duplicate() from exc
+            if kind == "busy":
+                raise _Busy(str(getattr(exc, "orig", exc))) from exc
+            if kind == "error":
+                raise _unavailable(self.adapter, exc) from exc
+            raise
+
+    def _insert(self, record: _Record, *values: Any) -> None:
+        self._execute(0, _insert_values(record, *values))
+
+    def reserve(self, record: _Record) -> None:
+        self._insert(record)
+
+    @contextmanager
+    def guard(self, record: _Record) -> Iterator[None]:
+        session, real = self.session, self.real
+
+        def commit() -> None:
+            # the view's commit: its changes reach the database inside the call's transaction
+            session.flush()
+
+        def rollback() -> None:
+            # the view gave up its changes (say, after an IntegrityError): the reservation
+            # went with them, so take it again at once
+            real.rollback(session)
+            try:
+                self._insert(record)
+            except (_Duplicate, _Busy, StoreUnavailable):
+                real.rollback(session)
+                self.lost = True
+
+        session.commit = commit  # type: ignore[method-assign]
+        session.rollback = rollback  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            del session.commit
+            del session.rollback
+
+    def complete(self, record: _Record, response: StoredResponse) -> None:
+        if self.lost:
+            raise _Duplicate()
+        headers = _encode_headers(response.headers)
+        updated = self._execute(1, (_COMPLETED, response.status, headers, response.body, record.key,
+                                    record.token))
+        if not updated:  # the view closed the session: insert the finished row
+            self._insert(record, _COMPLETED, response.status, headers, response.body)
+
+    def commit(self) -> None:
+        try:
+            self.real.commit(self.session)
+        except BaseException as exc:
+            if _classify(exc) is None:
+                raise
+            self.rollback()
+            raise _unavailable(self.adapter, exc) from exc
+
+    def rollback(self) -> None:
+        try:
+            self.real.rollback(self.session)
+        except Exception:  # noqa: BLE001 - a broken connection: its transaction is gone anyway
+            logger.warning("bailing: rollback failed", exc_info=True)
