@@ -38,6 +38,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_MAX_BODY_SIZE", 10 * MiB,
             "Largest signed request body accepted; larger ones get 413 `body_too_large` "
             "before they are read completely."),
+    Setting("BAILING_BODY_TIMEOUT", 10,
+            "Seconds a client may take to send a signed request body, or a hub callback's, once "
+            "the middleware has begun to read it (a slow client sending a byte at a time holds a "
+            "worker thread otherwise). Past it the connection's read side is shut and the "
+            "request refused with 408 `body_timeout`; a request refused before its body was "
+            "read (413 `body_too_large`, a bad header) has that side shut one second after the "
+            "answer, so the server does not keep reading it. Enforced on gunicorn and "
+            "Werkzeug's server, which hand the connection to the app; waitress reads the whole "
+            "body before the app runs, and uWSGI has `--socket-timeout`. `None` or `0`: off."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
     Setting("BAILING_BASE_URL", None,
