@@ -5,7 +5,9 @@ subprocesses build the same app:
 
 ``BAILING_TEST_SECRET``, ``BAILING_STORE``, ``IDEM_DATABASE`` (the business
 table), ``IDEM_LEASE`` (seconds), ``IDEM_DELAY`` (seconds the view sleeps),
-``IDEM_DEFER=1`` (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``).
+``IDEM_DEFER=1`` (``BAILING_IDEMPOTENCY_DEFER_COMPLETION``), ``IDEM_REJECT_REPLAYS=1``
+(``BAILING_REJECT_REPLAYS``), ``IDEM_CLIENT_TOKEN`` (receive finished-job callbacks:
+each handled one is a row of the ``callbacks`` table).
 ``create_app(IDEM_CATCH_ALL=True)`` adds an ``errorhandler(Exception)`` that
 answers 200, as some apps do.
 """
@@ -45,6 +47,18 @@ def side_effects(path: str) -> int:
         return conn.execute("SELECT COUNT(*) FROM refunds").fetchone()[0]
 
 
+def callbacks_handled(path: str) -> int:
+    with _db(path) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS callbacks (job TEXT)")
+        return conn.execute("SELECT COUNT(*) FROM callbacks").fetchone()[0]
+
+
+def rows_by_order(path: str) -> dict[int, int]:
+    """How many times each order's refund ran."""
+    with _db(path) as conn:
+        return dict(conn.execute("SELECT order_id, COUNT(*) FROM refunds GROUP BY order_id"))
+
+
 def create_app(**config: object) -> Flask:
     app = Flask("idem_app")
     app.config.update(
@@ -54,7 +68,10 @@ def create_app(**config: object) -> Flask:
         IDEM_DATABASE=os.environ.get("IDEM_DATABASE", ":memory:"),
         IDEM_DELAY=float(os.environ.get("IDEM_DELAY", "0")),
         BAILING_IDEMPOTENCY_DEFER_COMPLETION=os.environ.get("IDEM_DEFER") == "1",
+        BAILING_REJECT_REPLAYS=os.environ.get("IDEM_REJECT_REPLAYS") == "1",
     )
+    if os.environ.get("IDEM_CLIENT_TOKEN"):
+        app.config["BAILING_CLIENT_TOKENS"] = [os.environ["IDEM_CLIENT_TOKEN"]]
     app.config.update(config)
     bailing = Bailing(app)
     bailing.authorizer(lambda call: call.subject is not None)
@@ -63,6 +80,13 @@ def create_app(**config: object) -> Flask:
         @app.errorhandler(Exception)
         def everything_is_fine(error):  # the pattern that hid failures from the hub
             return jsonify(ok=True, note="handled"), 200
+
+    if app.config.get("BAILING_CLIENT_TOKENS"):
+        @bailing.job_finished
+        def job_done(job):
+            with _db(app.config["IDEM_DATABASE"]) as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS callbacks (job TEXT)")
+                conn.execute("INSERT INTO callbacks (job) VALUES (?)", (job.job_id,))
 
     def insert(body):
         with _db(app.config["IDEM_DATABASE"]) as conn:
