@@ -95,7 +95,10 @@ SETTINGS: tuple[Setting, ...] = (
             "cut is named in the answer's `truncated` field. `None` or `0`: no default cap."),
     Setting("BAILING_STORE", None,
             "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0`. "
-            "Default: a SQLite file `bailing.sqlite3` in the app's instance folder."),
+            "Default: a SQLite file `bailing.sqlite3` in the app's instance folder. "
+            "`sqlite:///path.db?busy_timeout=2`: seconds a side effect waits for another "
+            "process's lock on the file (default 5) before it is refused with 503 "
+            "`idempotency_store_unavailable`."),
     Setting("BAILING_IDEMPOTENCY_RETENTION", 24 * 3600,
             "Seconds a completed side effect's response is kept for replays."),
     Setting("BAILING_IDEMPOTENCY_LEASE", 600,

@@ -290,9 +290,25 @@ class SQLiteStore(IdempotencyStore):
         raise sqlite3.OperationalError(
             "the file was deleted or replaced while in use; restart the app's workers")
 
+    def _check_writable(self) -> None:
+        """Refuse to open a connection that SQLite would quietly make read-only.
+
+        SQLite opens a file it may not write read-only instead of failing, and
+        then creates the ``-wal`` and ``-shm`` files with the database file's
+        read-only mode: once the file is writable again those two still are
+        not, and the store stays read-only until someone fixes them by hand.
+        Not opening the connection at all leaves nothing behind.
+        """
+        for name in (self.path, self.path + "-wal", self.path + "-shm"):
+            if os.path.exists(name) and not os.access(name, os.R_OK | os.W_OK):
+                raise sqlite3.OperationalError(
+                    f"{os.path.basename(name)} is not writable by this process (read-only "
+                    "file or wrong owner); side effects are refused until it is")
+
     def _open(self) -> sqlite3.Connection:
         self._forget_dead_threads()
         self._check_file()
+        self._check_writable()
         if not self._schema_ready:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
         conn = sqlite3.connect(
