@@ -18,6 +18,7 @@ import os
 import signal
 import sqlite3
 import time
+from typing import Literal
 
 from flask import Flask, abort, jsonify
 from pydantic import BaseModel, Field
@@ -29,6 +30,8 @@ class RefundBody(BaseModel):
     order_id: int = Field(description="Order.", ge=1, le=10**9)
     amount: float = Field(description="Amount.", gt=0, le=10**6)
     die: bool = Field(False, description="Kill the worker after the side effect (tests).")
+    die_at: Literal["", "before_effect", "after_answer"] = Field(
+        "", description="Kill the worker before the side effect, or once the answer is sent.")
     fail: int = Field(0, description="Answer with this status instead (tests).", ge=0, le=599)
     crash: bool = Field(False, description="Raise after the side effect (tests).")
     refuse: int = Field(0, description="abort() with this status first (tests).", ge=0, le=599)
@@ -99,6 +102,8 @@ def create_app(**config: object) -> Flask:
     def refund_create():
         """Create a refund (the side effect is one row)."""
         body = current_call.args
+        if body.get("die_at") == "before_effect":
+            os.kill(os.getpid(), signal.SIGKILL)
         if body.get("refuse"):
             abort(body["refuse"])
         if body.get("fail"):
@@ -110,7 +115,11 @@ def create_app(**config: object) -> Flask:
             os.kill(os.getpid(), signal.SIGKILL)
         if app.config["IDEM_DELAY"]:
             time.sleep(app.config["IDEM_DELAY"])
-        return jsonify(ok=True, refund_id=refund_id), 201
+        response = jsonify(ok=True, refund_id=refund_id)
+        if body.get("die_at") == "after_answer":
+            # once the last byte is out: a deferred completion may not be written yet
+            response.call_on_close(lambda: os.kill(os.getpid(), signal.SIGKILL))
+        return response, 201
 
     @app.post("/api/refunds/transactional")
     @tool(scope="refund.write", body=RefundBody, rerun_uncertain=True)
