@@ -409,7 +409,7 @@ class BailingMiddleware:
             environ["CONTENT_LENGTH"] = str(body.length)
         verifier.check_body(method, body.length)
         assert timestamp is not None  # check_headers refused a missing one
-        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
+        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8.
         label = verifier.match(
             signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
         )
