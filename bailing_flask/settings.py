@@ -44,7 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
             "worker thread otherwise). Past it the connection's read side is shut and the "
             "request refused with 408 `body_timeout`; a request refused before its body was "
             "read (413 `body_too_large`, a bad header) has that side shut one second after the "
-            "answer, so the server does not keep reading it. Enforced on gunicorn and "
+            "answer (or this many seconds, if fewer), so the server does not keep reading it. Enforced on gunicorn and "
             "Werkzeug's server, which hand the connection to the app; waitress reads the whole "
             "body before the app runs, and uWSGI has `--socket-timeout`. `None` or `0`: off."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,

@@ -255,8 +255,8 @@ class BailingMiddleware:
         middleware reads (signed requests, hub callbacks) once the read has
         begun; past it the read side of the connection is shut down and the
         request refused with ``408 body_timeout``. A request refused before
-        its body was read has that side shut after a one-second linger, so
-        the server does not go on reading it. Needs a server that hands out
+        its body was read has that side shut after a one-second linger (or
+        ``body_timeout``, if shorter), so the server does not go on reading it. Needs a server that hands out
         the connection (gunicorn, Werkzeug); ``None`` or ``0`` turns both off.
     :param clock: current Unix time (tests).
     :param base_url: the base URL this tool source is registered with in
@@ -459,7 +459,7 @@ class BailingMiddleware:
         if unread and self.body_timeout and error.reason != "body_timeout" \
                 and _announces_body(environ):
             # refused before its body was read: answer now, stop reading it soon after
-            _deadline.linger(environ)
+            _deadline.linger(environ, min(_deadline.LINGER_SECONDS, self.body_timeout))
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
         path = _raw_path(environ, self.raw_target)
         expected = (  # the hub's own negative probe of every catalog refresh

@@ -34,7 +34,7 @@ from .live_apps import _echo
 
 pytestmark = pytest.mark.slow
 
-DEADLINE = 1.0
+DEADLINE = 0.5
 #: far longer than any deadline here: reaching it means the server never let go
 GIVE_UP = 12.0
 SERVERS = ("werkzeug", "gunicorn-sync", "gunicorn-gthread")
@@ -42,7 +42,7 @@ SERVERS = ("werkzeug", "gunicorn-sync", "gunicorn-gthread")
 
 @contextmanager
 def echo_server(kind: str, max_body: int = 1000) -> Iterator[str]:
-    """The middleware's echo app (1 s body deadline) on ``kind``."""
+    """The middleware's echo app (half-second body deadline) on ``kind``."""
     if kind == "werkzeug":
         app = BailingMiddleware(_echo, STRONG_SECRET, max_body_size=max_body,
                                 body_timeout=DEADLINE)

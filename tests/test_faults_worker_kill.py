@@ -23,7 +23,7 @@ from .idem_app import rows_by_order
 
 pytestmark = pytest.mark.slow
 
-LEASE = 1.0
+LEASE = 0.5
 #: (moment, order id, runs of the side effect the kill leaves behind)
 MOMENTS = [("before_effect", 11, 0), ("after_effect", 12, 1), ("after_answer", 13, 1)]
 
