@@ -66,17 +66,21 @@ class Armed:
 
 
 class _Watchdog:
-    """The process's one watcher thread, started on first use (again after a fork)."""
+    """The process's one watcher thread, started on first use (again in a forked child).
+
+    A child forked without Python's fork hooks (uWSGI's default) is not told;
+    that is harmless, because the middleware never arms a deadline on uWSGI,
+    which hands no socket to the application.
+    """
 
     def __init__(self) -> None:
         self.armed: dict[int, Armed] = {}
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._pid = 0
 
     def add(self, entry: Armed) -> None:
-        if self._pid != os.getpid() or self._thread is None:
+        if self._thread is None:
             self._start()
         self.armed[id(entry)] = entry
         if not self._wake.is_set():
@@ -84,15 +88,18 @@ class _Watchdog:
 
     def _start(self) -> None:
         with self._lock:
-            if self._pid == os.getpid() and self._thread is not None:
+            if self._thread is not None:
                 return
-            if self._pid != os.getpid():  # forked: the parent's thread and sockets stay there
-                self.armed = {}
-                self._wake = threading.Event()
-            self._pid = os.getpid()
             self._thread = threading.Thread(target=self._loop, name="bailing-body-deadline",
                                             daemon=True)
             self._thread.start()
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's thread did not come along, its sockets are its own."""
+        self.armed = {}
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
 
     def _loop(self) -> None:
         while True:
@@ -117,6 +124,8 @@ def _shut_read(entry: Armed) -> None:
 
 
 _WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG.after_fork)
 
 
 def arm(sock: socket.socket, seconds: float) -> Armed:
