@@ -394,7 +394,7 @@ def slowloris_run(quick: bool, rss: list[float]) -> list[Figure]:
     return figures
 
 
-_LABELS = {"gthread": "gunicorn gthread (2 workers x 32 threads)",
+_LABELS = {"gthread": "gunicorn gthread (2 workers, a thread per connection)",
            "werkzeug": "Werkzeug's threaded server"}
 
 
@@ -402,7 +402,9 @@ _LABELS = {"gthread": "gunicorn gthread (2 workers x 32 threads)",
 def _slow_target(kind: str, env: dict[str, str], connections: int
                  ) -> Iterator[tuple[str, Gunicorn | None]]:
     if kind == "gthread":
-        with serving(env, worker_class="gthread", threads=32) as server:
+        # as many threads per worker as there are slow clients: gunicorn does not balance
+        # connections between workers, and a connection waiting for a thread is not yet read
+        with serving(env, worker_class="gthread", threads=connections) as server:
             yield _url(server), server
         return
     from werkzeug.serving import make_server
