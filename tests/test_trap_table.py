@@ -1,8 +1,8 @@
 """Every trap in the security page's trap table names the tests that guard it, and they exist.
 
 The trap table of ``docs/security.rst`` lists the places where a naive
-implementation disagrees with the hub, T1 to T36, each with an anchor
-``trap-t<n>``. Each row ends with a ``Regression tests:`` line naming tests
+implementation disagrees with the hub, numbered there from 1 to 36, each with
+an anchor ``trap-t<n>``. Each row ends with a ``Regression tests:`` line naming tests
 as ``path::name``, or with a ``Not checked here:`` line that says why the
 trap is not this package's to check. This test reads the table and the
 test files (with ``ast``, without importing them) and fails when a row

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -451,7 +451,7 @@ def run(quick: bool = False) -> list[Figure]:
         "faults", "faults.peak_rss_per_worker", round(max(rss), 1), "MiB",
         f"<= {RSS_BOUND_MIB:g}", "the largest peak resident memory of any gunicorn worker "
         "during the runs above"))
-    return figures
+    return [replace(figure, value=float(figure.value)) for figure in figures]
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual run prints the figures
