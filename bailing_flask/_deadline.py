@@ -13,8 +13,9 @@ write side.
 The same is done, after a short linger, for a request refused before its
 body was read (``413 body_too_large``, a bad header): Werkzeug's server
 otherwise keeps reading the unread body after the answer, for as long as the
-client keeps sending, and gunicorn's keep-alive reads it before the next
-request.
+client keeps sending. The linger ends when the server closes the response,
+so a connection the server keeps alive (gunicorn ``gthread``, which bounds
+its own drain) is never cut under the next request.
 
 Only servers that put the connection's socket in the WSGI environ can be
 helped this way (gunicorn: ``gunicorn.socket``, Werkzeug: ``werkzeug.socket``).
@@ -109,8 +110,8 @@ class _Watchdog:
                 continue
             now = time.monotonic()
             for key, entry in list(self.armed.items()):
-                if entry.deadline <= now:
-                    self.armed.pop(key, None)
+                # whoever pops the entry owns it: this thread, or disarm() just before
+                if entry.deadline <= now and self.armed.pop(key, None) is not None:
                     _shut_read(entry)
             time.sleep(_TICK)
 
@@ -136,17 +137,18 @@ def arm(sock: socket.socket, seconds: float) -> Armed:
 
 
 def disarm(entry: Armed) -> bool:
-    """Cancel ``entry``; ``True`` if its deadline had already shut the read side."""
-    _WATCHDOG.armed.pop(id(entry), None)
-    return entry.fired
+    """Cancel ``entry``; ``True`` if its deadline came first (the read side is shut)."""
+    return _WATCHDOG.armed.pop(id(entry), None) is None
 
 
-def linger(environ: dict[str, Any], seconds: float = LINGER_SECONDS) -> None:
+def linger(environ: dict[str, Any], seconds: float = LINGER_SECONDS) -> Armed | None:
     """After a refusal that left a body unread: stop reading it in ``seconds``.
 
     The answer goes out at once; the server may drain what the client still
-    sends for that long, then reads end (the connection closes).
+    sends for that long, then reads end (the connection closes). The caller
+    disarms it when the server closes the response: Werkzeug's server drains
+    before that (and always closes the connection), gunicorn after it, with a
+    bound of its own, on a connection it may keep alive for the next request.
     """
     sock = connection_socket(environ)
-    if sock is not None:
-        arm(sock, seconds)
+    return arm(sock, seconds) if sock is not None else None

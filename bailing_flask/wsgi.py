@@ -456,10 +456,12 @@ class BailingMiddleware:
         self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse,
         unread: bool = True,
     ) -> Iterable[bytes]:
+        lingering = None
         if unread and self.body_timeout and error.reason != "body_timeout" \
                 and _announces_body(environ):
             # refused before its body was read: answer now, stop reading it soon after
-            _deadline.linger(environ, min(_deadline.LINGER_SECONDS, self.body_timeout))
+            lingering = _deadline.linger(environ,
+                                         min(_deadline.LINGER_SECONDS, self.body_timeout))
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
         path = _raw_path(environ, self.raw_target)
         expected = (  # the hub's own negative probe of every catalog refresh
@@ -495,6 +497,13 @@ class BailingMiddleware:
         headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
         headers.append(("X-Bailing-Reason", error.reason))
         start_response(status_line, with_content_length(headers, body))
+        if lingering is not None:
+            armed = lingering
+
+            def done() -> None:  # the server closed the answer: the linger has done its job
+                _deadline.disarm(armed)
+
+            return _ClosingIterable([body], done)
         return [body]
 
     def _base_relative(self, environ: dict[str, Any], path: str) -> str:

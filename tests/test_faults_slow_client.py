@@ -105,6 +105,49 @@ def test_413_connection_closes_soon_although_the_client_keeps_sending(server, ch
     assert exchange.closed_after is not None and exchange.closed_after < GIVE_UP, kind
 
 
+def test_a_kept_alive_connection_is_not_cut_under_the_next_request_after_a_refusal(server):
+    """The linger after a refusal ends with the answer on a server that keeps the connection.
+
+    gunicorn's gthread worker keeps a connection open after a 401 and reads
+    the next request from it; a linger still armed would shut the read side
+    under that request.
+    """
+    kind, base = server
+    if kind != "gunicorn-gthread":
+        pytest.skip("only gunicorn's gthread worker keeps connections alive")
+    host, port = base.split("//", 1)[1].rsplit(":", 1)
+    body = b"x" * 900
+    stale = signed_headers(STRONG_SECRET, "POST", "/upload", body, ts=int(time.time()) - 3600)
+
+    def request(headers: dict[str, str]) -> bytes:
+        return (f"POST /upload HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in headers.items())).encode() + b"\r\n" + body
+
+    with socket.create_connection((host, int(port)), timeout=GIVE_UP) as sock:
+        answers = []
+        for headers in (stale, signed(body), signed(body)):
+            sock.sendall(request(headers))
+            answer = b""
+            while not _complete(answer):
+                chunk = sock.recv(65536)
+                assert chunk, f"the connection was closed after {len(answers)} answers"
+                answer += chunk
+            answers.append(answer)
+            time.sleep(DEADLINE + 0.3)  # past the linger of the refusal
+    assert [a.split(b" ", 2)[1] for a in answers] == [b"401", b"200", b"200"]
+
+
+def _complete(answer: bytes) -> bool:
+    """Whether ``answer`` holds a whole response (sized or chunked)."""
+    head, found, rest = answer.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return len(rest) >= int(line.split(b":", 1)[1])
+    return rest.endswith(b"0\r\n\r\n")
+
+
 def _flask_app() -> Flask:
     app = Flask("slow_client_app")
     app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_BODY_TIMEOUT=DEADLINE,
