@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -199,7 +200,7 @@ def test_redis_restart_under_load_refuses_cleanly_and_recovers_without_a_worker_
 
 @pytest.mark.parametrize("persistence", ["aof", "none"])
 def test_replay_protection_and_callbacks_across_a_redis_restart(
-    redis_server_factory: Callable[..., RedisServer], tmp_path, monkeypatch, persistence
+    redis_server_factory: Callable[..., RedisServer], tmp_path, monkeypatch, caplog, persistence
 ):
     server = redis_server_factory(*(("--appendonly", "yes") if persistence == "aof" else ()))
     monkeypatch.setenv("IDEM_CLIENT_TOKEN", CLIENT_TOKEN)
@@ -217,7 +218,8 @@ def test_replay_protection_and_callbacks_across_a_redis_restart(
     assert hub.send_job_finished(**job).status == 200
 
     server.stop()
-    write = hub.build_call("refund_create", {"order_id": 5, "amount": 1}, subject="t1:u1")
+    caplog.set_level(logging.INFO, logger="bailing_flask")
+    write = hub.build_call("refund_create", {"order_id": 5, "amount": 4321.5}, subject="t1:u1")
     refused = hub.replay(write)
     assert refused.status == 503 and refused.json()["reason"] == "idempotency_store_unavailable"
     # a read tool is answered without the replay check (logged), a callback is refused so the
@@ -227,6 +229,10 @@ def test_replay_protection_and_callbacks_across_a_redis_restart(
     assert down.status == 503 and down.json()["reason"] == "idempotency_store_unavailable"
     assert side_effects(app.config["IDEM_DATABASE"]) == 0
     assert callbacks_handled(app.config["IDEM_DATABASE"]) == 1
+    # the outage is logged with the store and the cause, never a secret or an argument value
+    assert "is unavailable: ConnectionError" in caplog.text
+    for secret in (STRONG_SECRET, CLIENT_TOKEN, "4321.5", "Traceback"):
+        assert secret not in caplog.text
 
     server.start()
     assert hub.replay(write).status == 201  # the same signed call, refused before: runs now
