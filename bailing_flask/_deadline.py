@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["Armed", "connection_socket", "arm", "disarm", "linger"]
+__all__ = ["Armed", "connection_socket", "arm", "armed_count", "disarm", "linger"]
 
 #: environ keys under which servers hand out the connection's socket
 _SOCKET_KEYS = ("gunicorn.socket", "werkzeug.socket")
@@ -139,6 +139,11 @@ def arm(sock: socket.socket, seconds: float) -> Armed:
 def disarm(entry: Armed) -> bool:
     """Cancel ``entry``; ``True`` if its deadline came first (the read side is shut)."""
     return _WATCHDOG.armed.pop(id(entry), None) is None
+
+
+def armed_count() -> int:
+    """How many deadlines of this process are armed now (diagnostics, tests)."""
+    return len(_WATCHDOG.armed)
 
 
 def linger(environ: dict[str, Any], seconds: float = LINGER_SECONDS) -> Armed | None:

@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 CLIENT_TOKEN = "client-token-for-faults-0123456789abcdef"
 RECOVERY_BOUND = 10.0
 #: distinct refunds sent in one run (the rest of the load repeats them)
-MAX_ORDERS = 16
+MAX_ORDERS = 40
 
 
 @dataclass
