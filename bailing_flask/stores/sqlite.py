@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigurationError
+from ._sqlite_file import FileGuard
 from .approvals import (
     ApprovalRecord,
     ApprovalStatus,
@@ -232,9 +233,8 @@ class SQLiteStore(IdempotencyStore):
         #: Incremented by ``close`` so that threads drop their closed connections.
         self._generation = 0
         self._schema_ready = False
-        #: (device, inode) of the file this process's connections use, once one is open
-        self._file: tuple[int, int] | None = None
-        self._replaced_logged = False
+        #: deleted, replaced or read-only files are refused (see _sqlite_file)
+        self._guard = FileGuard(self.path)
         self._writes = 0
         self._checkpoint_later = _Later(self._checkpoint, 0.0, "bailing-sqlite-checkpoint")
         #: completions deferred by complete_deferred(), written with the next claim
@@ -252,63 +252,18 @@ class SQLiteStore(IdempotencyStore):
         pid = os.getpid()
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
         if conn is not None and local.pid == pid and local.generation == self._generation:
-            if self._file is not None and _identity(self.path) == self._file:
+            if self._guard.unchanged():
                 return conn
-            self._check_file()  # raises: the file is gone or another one
+            self._guard.check()  # raises: the file is gone or another one
         local.conn = None
         conn = self._open()
         local.conn, local.pid, local.generation = conn, pid, self._generation
         return conn
 
-    def _check_file(self) -> None:
-        """Refuse to go on when the file was deleted or replaced while in use.
-
-        Connections opened earlier keep writing into the deleted file, while a
-        new one would create an empty file under the same name: two stores,
-        one of which a repeat of a call may not see, and a ``-wal`` shared by
-        both (SQLite's documented way to corrupt a database). Every use checks
-        that the name still leads to the file this process opened, and refuses
-        (``StoreUnavailable``) when it does not, until the workers restart.
-        """
-        current = _identity(self.path)
-        if self._file is None:
-            if current is None and any(os.path.exists(self.path + tail) for tail in ("-wal", "-shm")):
-                raise sqlite3.OperationalError(
-                    "its -wal/-shm files exist without the database file (deleted while in use "
-                    "by another process?); refusing to start a new store next to them")
-            return
-        if current == self._file:
-            return
-        if not self._replaced_logged:
-            self._replaced_logged = True
-            logger.error(
-                "bailing: the SQLite idempotency store at %s was %s while the app was running; "
-                "side effects are refused until the workers are restarted (the records kept in "
-                "the old file are no longer reachable; restore it from a backup first if you "
-                "have one)", self.path, "deleted" if current is None else "replaced",
-            )
-        raise sqlite3.OperationalError(
-            "the file was deleted or replaced while in use; restart the app's workers")
-
-    def _check_writable(self) -> None:
-        """Refuse to open a connection that SQLite would quietly make read-only.
-
-        SQLite opens a file it may not write read-only instead of failing, and
-        then creates the ``-wal`` and ``-shm`` files with the database file's
-        read-only mode: once the file is writable again those two still are
-        not, and the store stays read-only until someone fixes them by hand.
-        Not opening the connection at all leaves nothing behind.
-        """
-        for name in (self.path, self.path + "-wal", self.path + "-shm"):
-            if os.path.exists(name) and not os.access(name, os.R_OK | os.W_OK):
-                raise sqlite3.OperationalError(
-                    f"{os.path.basename(name)} is not writable by this process (read-only "
-                    "file or wrong owner); side effects are refused until it is")
-
     def _open(self) -> sqlite3.Connection:
         self._forget_dead_threads()
-        self._check_file()
-        self._check_writable()
+        self._guard.check()
+        self._guard.check_writable()
         if not self._schema_ready:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
         conn = sqlite3.connect(
@@ -326,11 +281,7 @@ class SQLiteStore(IdempotencyStore):
         except BaseException:
             conn.close()
             raise
-        if self._file is None:
-            self._file = _identity(self.path)
-        elif _identity(self.path) != self._file:  # replaced between the check and the open
-            conn.close()
-            self._check_file()
+        self._guard.opened(conn)
         self._connections[id(conn)] = (os.getpid(), threading.current_thread(), conn)
         return conn
 
@@ -793,8 +744,7 @@ class SQLiteStore(IdempotencyStore):
         self._generation += 1
         # none of this process's connections is left: the next one may use whatever file
         # is at the path now (a new one after a deletion), schema included
-        self._file = None
-        self._replaced_logged = False
+        self._guard.reset()
         self._schema_ready = False
         for ident, (owner, _thread, _conn) in list(self._connections.items()):
             if owner == pid:
@@ -914,15 +864,6 @@ def _log_refused(items: list[_Completion]) -> None:
     for item in items:
         logger.error("bailing: call %s was resolved or taken over while it ran; its deferred "
                      "completion was not recorded", item.key)
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the file at ``path``, ``None`` if there is none."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
