@@ -76,6 +76,7 @@ class BailingKwargs(TypedDict, total=False):
     secret: str
     window: int
     max_body_size: int
+    body_timeout: float | None
     spool_threshold: int
     public_prefix: str | None
     raw_target: Literal["auto", "reconstruct"]

@@ -323,6 +323,7 @@ class Bailing:
                 if p
             ),
             elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
+            body_timeout=app.config["BAILING_BODY_TIMEOUT"],
             setting="BAILING_SECRETS",
             base_url=checked_base_url(app.config.get("BAILING_BASE_URL")),
             # commands that do not talk to the hub (flask routes, migrations) must run

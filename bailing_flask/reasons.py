@@ -76,6 +76,11 @@ _TABLE: tuple[Reason, ...] = (
            "The request body could not be read completely (bad Content-Length or an "
            "interrupted upload)."
        )),
+    _r("body_timeout", 408, "malformed_body",
+       (
+           "The request body did not arrive within the time this server allows for it; "
+           "the connection was closed. Send the body without pauses, or retry."
+       )),
     _r("not_configured", 503, "bad_signature",
        (
            "This server has no BailingHub secret configured yet, so it cannot verify any "

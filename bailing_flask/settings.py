@@ -38,6 +38,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAILING_MAX_BODY_SIZE", 10 * MiB,
             "Largest signed request body accepted; larger ones get 413 `body_too_large` "
             "before they are read completely."),
+    Setting("BAILING_BODY_TIMEOUT", 10,
+            "Seconds a client may take to send a signed request body, or a hub callback's, once "
+            "the middleware has begun to read it (a slow client sending a byte at a time holds a "
+            "worker thread otherwise). Past it the connection's read side is shut and the "
+            "request refused with 408 `body_timeout`. After a refusal made before the body was "
+            "read (413 `body_too_large`, a bad header), Werkzeug's server stops reading the "
+            "rest one second later (or after this many seconds, if fewer). Enforced on "
+            "gunicorn and Werkzeug's server, which hand the connection to the app; waitress "
+            "reads the whole body before the app runs, and uWSGI has `--socket-timeout`. Keep "
+            "it below gunicorn's `--timeout`. `None` or `0`: off."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
     Setting("BAILING_BASE_URL", None,
@@ -86,7 +96,10 @@ SETTINGS: tuple[Setting, ...] = (
             "cut is named in the answer's `truncated` field. `None` or `0`: no default cap."),
     Setting("BAILING_STORE", None,
             "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0`. "
-            "Default: a SQLite file `bailing.sqlite3` in the app's instance folder."),
+            "Default: a SQLite file `bailing.sqlite3` in the app's instance folder. "
+            "`sqlite:///path.db?busy_timeout=2`: seconds a side effect waits for another "
+            "process's lock on the file (default 5) before it is refused with 503 "
+            "`idempotency_store_unavailable`."),
     Setting("BAILING_IDEMPOTENCY_RETENTION", 24 * 3600,
             "Seconds a completed side effect's response is kept for replays."),
     Setting("BAILING_IDEMPOTENCY_LEASE", 600,

@@ -127,6 +127,14 @@ class RedisServer:
             process.kill()
             process.wait(timeout=5)
 
+    def kill(self) -> None:
+        """Crash the server (SIGKILL): no final save, no AOF flush."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.kill()
+        process.wait(timeout=5)
+
     def restart(self) -> RedisServer:
         """Stop and start again on the same port, like an operator's restart."""
         self.stop()

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,7 +50,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None, what: str) -> None:
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None, what: str,
+                   log: Any = None) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -57,7 +59,11 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None, what: str) -
             return
         except OSError:
             if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-                output = proc.stdout.read().decode() if proc is not None and proc.stdout else ""
+                if log is not None:
+                    log.seek(0)
+                    output = log.read().decode(errors="replace")
+                else:
+                    output = proc.stdout.read().decode() if proc is not None and proc.stdout else ""
                 raise AssertionError(f"{what} did not start: {output[-2000:]}")
             time.sleep(0.05)
 
@@ -134,10 +140,12 @@ def uwsgi_executable() -> str:
 @contextmanager
 def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what: str) -> Iterator[str]:
     environment = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    # a file, not a pipe nobody reads: a server that logs a lot would block once it is full
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(command, env=environment, cwd=str(ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_for_port(port, proc, what)
+        _wait_for_port(port, proc, what, log)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -146,6 +154,7 @@ def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+        log.close()
 
 
 def uwsgi_serving(module: str, env: dict[str, str] | None = None,

@@ -93,16 +93,22 @@ def gunicorn():
     import time
     from pathlib import Path
 
+    import tempfile
+
     procs: list[subprocess.Popen] = []
+    logs: list = []
     root = str(Path(__file__).resolve().parent.parent)
 
     def start(app_spec: str, workers: int = 1, env: dict[str, str] | None = None) -> str:
         port = free_port()
         environment = dict(os.environ, PYTHONPATH=root, **(env or {}))
+        # a file, not a pipe nobody reads: a server that logs a lot would block once it is full
+        log = tempfile.TemporaryFile()
+        logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
              "--graceful-timeout", "2", app_spec],
-            env=environment, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=environment, cwd=root, stdout=log, stderr=subprocess.STDOUT,
         )
         procs.append(proc)
         deadline = time.monotonic() + 30
@@ -112,7 +118,8 @@ def gunicorn():
                 return f"http://127.0.0.1:{port}"
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    output = proc.stdout.read().decode() if proc.stdout else ""
+                    log.seek(0)
+                    output = log.read().decode(errors="replace")
                     raise AssertionError(f"gunicorn did not start: {output[-2000:]}")
                 time.sleep(0.1)
 
@@ -124,3 +131,5 @@ def gunicorn():
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+    for log in logs:
+        log.close()

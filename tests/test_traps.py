@@ -226,3 +226,77 @@ def test_callbacks_are_not_a_queue_a_large_one_is_accepted_and_handled_once(live
                                     headers, body).status)
     assert statuses == [200, 200, 200]
     assert seen == ["job-big"]
+
+
+# --- redirects -----------------------------------------------------------------------------------
+
+
+def test_redirects_never_answer_a_hub_request(hub):
+    """The hub follows a redirect with the same signature: nothing on a hub path redirects."""
+    unsigned = hub.send("GET", "/api/orders/101", {})
+    assert unsigned.status == 401 and unsigned.json()["reason"] == "missing_signature"
+    catalog = hub.fetch_catalog()
+    assert catalog.status == 200
+    request = hub.build_call("order_get", {"order_id": 101}, subject="t1:u1")
+    slashed = hub.send("GET", request.path_with_query + "/", request.headers)
+    bad = hub.replay(request, signature="sha256=" + "0" * 64)
+    for response in (unsigned, catalog, slashed, bad):
+        assert not 300 <= response.status < 400, response.status
+        assert "Location" not in response.headers
+
+
+# --- Latin-1 scopes ------------------------------------------------------------------------------
+
+
+def test_a_scope_above_latin1_is_refused_when_the_tool_is_declared():
+    """Such a scope makes every call fail inside the hub; the declaration fails instead."""
+    from bailing_flask.errors import ToolDeclarationError
+
+    with pytest.raises(ToolDeclarationError, match="scope"):
+        tool(scope="订单.read")(lambda: None)
+    tool(scope="caf\u00e9.read")(lambda: None)  # U+00E9 travels as one Latin-1 byte
+
+
+# --- what the hub's compiler ignores ---------------------------------------------------------------
+
+
+class _Line(BaseModel):
+    sku: str = Field(description="Stock unit.", max_length=20)
+    qty: int = Field(description="Quantity.", ge=1, le=99)
+
+
+class _Order(BaseModel):
+    lines: list[_Line] = Field(description="Order lines.", max_length=10)
+
+
+def test_the_catalog_inlines_schemas_and_exports_no_head_operation():
+    """The hub ignores ``$ref`` and never calls a HEAD tool: neither is in the catalog."""
+    app = Flask("compiler_app")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.route("/orders", methods=["GET", "POST"])
+    @tool(scope="orders.write", body=_Order, methods=["POST"])
+    def order_create():
+        """Create an order from nested lines (pydantic refers to the nested model)."""
+        return jsonify(ok=True)
+
+    document = HubSimulator(app, STRONG_SECRET).document()
+    assert "$ref" not in json.dumps(document) and "$defs" not in json.dumps(document)
+    methods = {method for item in document["paths"].values() for method in item}
+    assert methods == {"post"}
+    schema = document["paths"]["/orders"]["post"]["requestBody"]["content"]["application/json"]
+    assert schema["schema"]["properties"]["lines"]["items"]["properties"]["qty"]["maximum"] == 99
+
+
+# --- {} is not empty -----------------------------------------------------------------------------
+
+
+def test_the_empty_object_body_of_a_call_is_hashed_as_the_bytes_received(hub):
+    """Every non-GET call carries at least ``{}``; its hash is over those two bytes."""
+    request = hub.build_call("refund_create", {"order_id": 101, "amount": 5}, subject="t1:u1")
+    assert request.body not in (b"", None)
+    # signed over "{}", sent without a body: not the request the hub signed
+    empty = hub.send("POST", "/api/refunds", signed_headers(
+        STRONG_SECRET, "POST", "/api/refunds", b"{}", subject="t1:u1"), b"")
+    assert empty.status == 401 and empty.json()["reason"] == "bad_signature"

@@ -54,7 +54,9 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
     * ``memory://`` -- :class:`MemoryStore` (one process only);
     * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``
       (three slashes, then the path; a fourth slash makes it absolute) --
-      :class:`SQLiteStore`;
+      :class:`SQLiteStore`; ``?busy_timeout=2`` sets how many seconds a call
+      waits for another process's write lock (default 5) before it is
+      refused with 503;
     * ``redis://[:password@]host[:port][/db]`` or ``rediss://...`` (TLS) --
       :class:`RedisStore`.
 
@@ -71,13 +73,28 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
             raise ConfigurationError("A memory:// store URL takes nothing after 'memory://'.")
         return MemoryStore(clock=clock)
     if scheme == "sqlite":
-        return SQLiteStore(_sqlite_path(rest), clock=clock)
+        path, _, query = rest.partition("?")
+        return SQLiteStore(_sqlite_path(path), clock=clock, **_sqlite_options(query))
     if scheme in ("redis", "rediss"):
         return RedisStore(url, clock=clock)
     shown = repr(scheme) if _SCHEME_RE.fullmatch(scheme) else "this scheme"
     raise ConfigurationError(
         f"Unsupported idempotency store URL scheme {shown}; use {_EXPECTED}."
     )
+
+
+def _sqlite_options(query: str) -> dict[str, float]:
+    """``busy_timeout=<seconds>``, the one option a sqlite URL takes."""
+    if not query:
+        return {}
+    name, equals, value = query.partition("=")
+    if name != "busy_timeout" or not equals or "&" in value:
+        raise ConfigurationError("A sqlite store URL takes one option: ?busy_timeout=<seconds>.")
+    try:
+        return {"busy_timeout": float(value)}
+    except ValueError:
+        raise ConfigurationError("busy_timeout in a sqlite store URL must be a number of "
+                                 "seconds.") from None
 
 
 def _sqlite_path(rest: str) -> str:
@@ -91,8 +108,8 @@ def _sqlite_path(rest: str) -> str:
             "A sqlite URL has no host: use sqlite:///relative/path.db or "
             "sqlite:////absolute/path.db (three slashes, then the path)."
         )
-    if "?" in rest or "#" in rest:
-        raise ConfigurationError("sqlite store URLs take no query string or fragment.")
+    if "#" in rest:
+        raise ConfigurationError("sqlite store URLs take no fragment.")
     path = unquote(rest[1:])
     if not path or path == ":memory:":
         raise ConfigurationError(

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bailing_flask.errors import ConfigurationError
+from bailing_flask.stores._sqlite_file import FileGuard
 from bailing_flask.stores._deferred import _Completion, _Later, _log_refused, _Pending
 from bailing_flask.stores._entries import (
     RESOLVED_TOKEN,
@@ -154,6 +155,8 @@ class SQLiteStore(IdempotencyStore):
         #: Incremented by ``close`` so that threads drop their closed connections.
         self._generation = 0
         self._schema_ready = False
+        #: deleted, replaced or read-only files are refused (see _sqlite_file)
+        self._guard = FileGuard(self.path)
         self._writes = 0
         #: held while the store's own threads use their connection, and by close(), which
         #: must never close a connection a statement is running on (SQLite would crash)
@@ -175,7 +178,9 @@ class SQLiteStore(IdempotencyStore):
         pid = os.getpid()
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
         if conn is not None and local.pid == pid and local.generation == self._generation:
-            return conn
+            if self._guard.unchanged():
+                return conn
+            self._guard.check()  # raises: the file is gone or another one
         local.conn = None
         conn = self._open()
         local.conn, local.pid, local.generation = conn, pid, self._generation
@@ -183,6 +188,8 @@ class SQLiteStore(IdempotencyStore):
 
     def _open(self) -> sqlite3.Connection:
         self._forget_dead_threads()
+        self._guard.check()
+        self._guard.check_writable()
         if not self._schema_ready:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
         conn = sqlite3.connect(
@@ -200,6 +207,7 @@ class SQLiteStore(IdempotencyStore):
         except BaseException:
             conn.close()
             raise
+        self._guard.opened(conn)
         self._connections[id(conn)] = (os.getpid(), threading.current_thread(), conn)
         return conn
 
@@ -586,6 +594,10 @@ class SQLiteStore(IdempotencyStore):
         pid = os.getpid()
         with self._background():  # not while a checkpoint or a deferred write runs
             self._generation += 1
+            # none of this process's connections is left: the next one may use whatever file
+            # is at the path now (a new one after a deletion), schema included
+            self._guard.reset()
+            self._schema_ready = False
             for ident, (owner, _thread, _conn) in list(self._connections.items()):
                 if owner == pid:
                     item = self._connections.pop(ident, None)

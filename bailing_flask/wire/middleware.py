@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from bailing_flask.wire.body import read_body
+from bailing_flask.wire import deadline as _deadline
+from bailing_flask.wire.body import ReadBody, read_body
 from bailing_flask.wire.base_url import BaseURL, parse_base_url, strip_base
 from bailing_flask.wire.jsenc import encode_uri_component
 from bailing_flask.wire.headers import with_content_length
@@ -53,8 +54,8 @@ ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], by
 #: Told about every refusal: ``(error, environ, path)`` (audit, signals, metrics).
 RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
 
-_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 413: "413 Content Too Large",
-                503: "503 Service Unavailable"}
+_STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 408: "408 Request Timeout",
+                413: "413 Content Too Large", 503: "503 Service Unavailable"}
 
 
 def secrets_missing(secrets: Secrets | None) -> bool:
@@ -250,6 +251,13 @@ class BailingMiddleware:
     :param elsewhere_max_body_size: the largest body accepted on those
         paths; larger ones get 413 ``body_too_large`` before they are read
         past the limit (chunked uploads included).
+    :param body_timeout: seconds a client may take to send a body the
+        middleware reads (signed requests, hub callbacks) once the read has
+        begun; past it the read side of the connection is shut down and the
+        request refused with ``408 body_timeout``. A request refused before
+        its body was read has that side shut after a one-second linger (or
+        ``body_timeout``, if shorter), so the server does not go on reading it. Needs a server that hands out
+        the connection (gunicorn, Werkzeug); ``None`` or ``0`` turns both off.
     :param clock: current Unix time (tests).
     :param base_url: the base URL this tool source is registered with in
         the hub (``BAILING_BASE_URL``). Tool calls are then verified against
@@ -281,6 +289,7 @@ class BailingMiddleware:
         on_refuse: RefusalListener | None = None,
         verified_elsewhere: Sequence[str] = (),
         elsewhere_max_body_size: int = 4 * MiB,
+        body_timeout: float | None = 10.0,
         clock: Clock = time.time,
         setting: str = "BAILING_SECRETS",
         base_url: str | None = None,
@@ -309,6 +318,7 @@ class BailingMiddleware:
             raise ConfigurationError("raw_target must be 'auto' or 'reconstruct'.")
         if public_prefix is not None and public_prefix not in ("",) and not public_prefix.startswith("/"):
             raise ConfigurationError("public_prefix must be empty or start with '/'.")
+        self.body_timeout = _check_body_timeout(body_timeout)
         self.max_body_size = max_body_size
         self.spool_threshold = spool_threshold
         self.catalog_path = catalog_path
@@ -335,10 +345,12 @@ class BailingMiddleware:
         path = _raw_path(environ, self.raw_target)
         if self.verifier is None:
             return self._refuse(SignatureError("not_configured", status=503), environ, start_response)
+        source = environ.get("wsgi.input")
         try:
             call, spilled = self._verify(environ, signature, path)
         except SignatureError as error:
-            return self._refuse(error, environ, start_response)
+            unread = environ.get("wsgi.input") is source  # the body was not handed back
+            return self._refuse(error, environ, start_response, unread)
         environ[ENVIRON_KEY] = call
         # the hub sends no cookies: one on a signed request was added by someone else, and
         # must not make the hub's call ride (or become) a browser session
@@ -357,7 +369,7 @@ class BailingMiddleware:
         environ[ENVIRON_KEY] = None
         limit = self.elsewhere_max_body_size  # any method: an inner middleware may turn it into POST
         try:
-            body = read_body(environ, limit, min(limit, self.spool_threshold))
+            body = self._read_body(environ, limit, min(limit, self.spool_threshold))
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
         environ["wsgi.input"] = body.stream
@@ -391,13 +403,13 @@ class BailingMiddleware:
         assert verifier is not None  # __call__ refused the request without one
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
         verifier.check_reading(signed_path, subject_raw)
-        body = read_body(environ, self.max_body_size, self.spool_threshold)
+        body = self._read_body(environ, self.max_body_size, self.spool_threshold)
         environ["wsgi.input"] = body.stream
         if body.length or environ.get("CONTENT_LENGTH"):
             environ["CONTENT_LENGTH"] = str(body.length)
         verifier.check_body(method, body.length)
         assert timestamp is not None  # check_headers refused a missing one
-        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8 (T9).
+        # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8.
         label = verifier.match(
             signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
         )
@@ -423,9 +435,33 @@ class BailingMiddleware:
         )
         return call, (body.stream if body.spilled else None)
 
+    def _read_body(self, environ: dict[str, Any], max_size: int, spool: int) -> ReadBody:
+        """:func:`read_body` within :attr:`body_timeout` where the server allows it."""
+        timeout = self.body_timeout
+        sock = _deadline.connection_socket(environ) if timeout else None
+        if sock is None or not _announces_body(environ):
+            return read_body(environ, max_size, spool)
+        armed = _deadline.arm(sock, timeout)  # type: ignore[arg-type]
+        try:
+            body = read_body(environ, max_size, spool)
+        except SignatureError:
+            if _deadline.disarm(armed):
+                raise SignatureError("body_timeout", status=408) from None
+            raise
+        if _deadline.disarm(armed):  # the read side was shut as the last byte came in
+            raise SignatureError("body_timeout", status=408)
+        return body
+
     def _refuse(
-        self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse
+        self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse,
+        unread: bool = True,
     ) -> Iterable[bytes]:
+        lingering = None
+        if unread and self.body_timeout and error.reason != "body_timeout" \
+                and _announces_body(environ):
+            # refused before its body was read: answer now, stop reading it soon after
+            lingering = _deadline.linger(environ,
+                                         min(_deadline.LINGER_SECONDS, self.body_timeout))
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
         path = _raw_path(environ, self.raw_target)
         expected = (  # the hub's own negative probe of every catalog refresh
@@ -461,6 +497,13 @@ class BailingMiddleware:
         headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
         headers.append(("X-Bailing-Reason", error.reason))
         start_response(status_line, with_content_length(headers, body))
+        if lingering is not None:
+            armed = lingering
+
+            def done() -> None:  # the server closed the answer: the linger has done its job
+                _deadline.disarm(armed)
+
+            return _ClosingIterable([body], done)
         return [body]
 
     def _base_relative(self, environ: dict[str, Any], path: str) -> str:
@@ -469,6 +512,24 @@ class BailingMiddleware:
         public = mount_prefix(environ, self.public_prefix) + path
         relative = strip_base(public, self.base_url.path)
         return public if relative is None else relative  # not under base_url: cannot verify
+
+
+def _announces_body(environ: dict[str, Any]) -> bool:
+    """Whether the request says a body follows (a non-zero length, or chunked)."""
+    length = environ.get("CONTENT_LENGTH")
+    if length:
+        return length.strip() not in ("0", "")
+    return "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+
+
+def _check_body_timeout(value: float | None) -> float | None:
+    if value is None or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        0 < value <= 3600
+    ):
+        raise ConfigurationError("body_timeout must be a number of seconds (0-3600) or None.")
+    return float(value)
 
 
 def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -26,11 +26,14 @@ def _echo(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 def middleware_app() -> BailingMiddleware:
     """The bare echo app behind the middleware, secret from the environment.
 
-    ``BAILING_TEST_MAX_BODY`` sets the largest accepted body (default 10 MiB).
+    ``BAILING_TEST_MAX_BODY`` sets the largest accepted body (default 10 MiB),
+    ``BAILING_TEST_BODY_TIMEOUT`` the body read deadline (default 10 s).
     """
     options: dict[str, Any] = {}
     if os.environ.get("BAILING_TEST_MAX_BODY"):
         options["max_body_size"] = int(os.environ["BAILING_TEST_MAX_BODY"])
+    if os.environ.get("BAILING_TEST_BODY_TIMEOUT"):
+        options["body_timeout"] = float(os.environ["BAILING_TEST_BODY_TIMEOUT"])
     return BailingMiddleware(_echo, os.environ["BAILING_TEST_SECRET"], **options)
 
 

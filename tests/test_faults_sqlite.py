@@ -1,0 +1,195 @@
+"""The embedded SQLite store under faults: locked, read-only, deleted while the app runs.
+
+In every case a side effect is refused with ``503
+idempotency_store_unavailable`` and does not run, a read is still answered,
+and no log line carries the secret or an argument value. A lock or a
+permission problem ends and the same app serves again; a deleted file is
+refused for good (until the workers restart), because connections opened
+before keep writing into the deleted file while a new one would start a
+second, empty store under the same name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from bailing_flask.stores import SQLiteStore, StoreUnavailable, store_from_url
+from bailing_flask.errors import ConfigurationError
+from bailing_flask.testing import HubSimulator
+
+from .helpers import STRONG_SECRET
+from .apps.idem_app import create_app, side_effects
+from .apps import sqlite_fault_scenarios
+from .apps.sqlite_fault_scenarios import MARKER_AMOUNT
+
+
+def refund(hub: HubSimulator, order: int):
+    return hub.call("refund_create", {"order_id": order, "amount": MARKER_AMOUNT},
+                    subject="t1:u1")
+
+
+def assert_refused(response) -> None:
+    assert response.status == 503, response.body[:300]
+    assert response.json()["reason"] == "idempotency_store_unavailable"
+    assert b"Traceback" not in response.body
+
+
+def assert_clean_logs(text: str) -> None:
+    assert STRONG_SECRET not in text
+    assert str(MARKER_AMOUNT) not in text
+    assert "Traceback" not in text
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app(BAILING_SECRETS=[STRONG_SECRET],
+                      BAILING_STORE=f"sqlite:///{tmp_path / 'store.sqlite3'}?busy_timeout=0.3",
+                      IDEM_DATABASE=str(tmp_path / "business.sqlite3"))
+
+
+def test_sqlite_file_locked_by_another_process_refuses_side_effects_then_recovers(
+    app, tmp_path, caplog
+):
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert refund(hub, 1).status == 201
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.readline(); "
+         "c.execute('COMMIT')", str(tmp_path / "store.sqlite3")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with caplog.at_level(logging.INFO, logger="bailing_flask"):
+            assert_refused(refund(hub, 2))
+            assert hub.call("refund_count", subject="t1:u1").status == 200  # reads go on
+        assert side_effects(app.config["IDEM_DATABASE"]) == 1
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert refund(hub, 2).status == 201  # the lock is gone: the same app serves again
+    assert side_effects(app.config["IDEM_DATABASE"]) == 2
+    assert any("database is locked" in r.getMessage() for r in caplog.records)
+    assert_clean_logs(caplog.text)
+
+
+def test_sqlite_file_deleted_while_running_refuses_instead_of_starting_a_second_store(
+    app, tmp_path, caplog
+):
+    hub = HubSimulator(app, STRONG_SECRET)
+    done = hub.build_call("refund_create", {"order_id": 1, "amount": MARKER_AMOUNT},
+                          subject="t1:u1")
+    assert hub.replay(done).status == 201
+    for path in tmp_path.glob("store.sqlite3*"):
+        path.unlink()
+    with caplog.at_level(logging.ERROR, logger="bailing_flask"):
+        assert_refused(refund(hub, 2))
+        assert_refused(hub.replay(done))  # not run again: its record is out of reach
+        assert_refused(refund(hub, 3))
+    assert side_effects(app.config["IDEM_DATABASE"]) == 1
+    deleted = [r for r in caplog.records if "was deleted while the app was running" in
+               r.getMessage()]
+    assert len(deleted) == 1 and str(tmp_path / "store.sqlite3") in deleted[0].getMessage()
+    assert_clean_logs(caplog.text)
+    # the workers restart: a new, empty store, and the app serves again
+    restarted = create_app(**{key: app.config[key] for key in
+                              ("BAILING_SECRETS", "BAILING_STORE", "IDEM_DATABASE")})
+    assert refund(HubSimulator(restarted, STRONG_SECRET), 2).status == 201
+
+
+def test_sqlite_store_refuses_to_start_next_to_a_wal_left_by_a_deleted_file(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    worker = SQLiteStore(path)  # another worker, still holding the file open
+    worker.ping()
+    path.unlink()  # the -wal and -shm stay: the other worker still uses them
+    newcomer = SQLiteStore(path)
+    with pytest.raises(StoreUnavailable, match="-wal/-shm files exist without the database"):
+        newcomer.ping()
+    assert not path.exists()  # nothing was created next to them
+    with pytest.raises(StoreUnavailable, match="deleted or replaced"):
+        worker.ping()
+    worker.close()
+
+
+def test_sqlite_file_replaced_while_running_is_refused(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    store = SQLiteStore(path)
+    store.ping()
+    replacement = tmp_path / "restored.sqlite3"
+    restored = SQLiteStore(replacement)
+    restored.ping()
+    restored.close()
+    os.replace(replacement, path)
+    with pytest.raises(StoreUnavailable, match="deleted or replaced"):
+        store.ping()
+    store.close()  # every connection of this process is gone: the file at the path is used
+    store.ping()
+
+
+def test_sqlite_url_sets_the_busy_timeout():
+    assert store_from_url("sqlite:///x.db?busy_timeout=0.25").busy_timeout == 0.25  # type: ignore[attr-defined]
+    for url in ("sqlite:///x.db?busy_timeout=soon", "sqlite:///x.db?mode=ro",
+                "sqlite:///x.db?busy_timeout=0"):
+        with pytest.raises(ConfigurationError):
+            store_from_url(url)
+
+
+def _run_unprivileged(directory: str) -> dict:
+    """The scenarios in a forked child that runs as ``nobody`` when the suite runs as root.
+
+    Root ignores file modes, so a read-only file would not be read-only to it.
+    The interpreter may live where ``nobody`` cannot read (``/root``), so the
+    child is forked from this process, after one run as root has imported
+    everything the scenarios use.
+    """
+    if os.geteuid() != 0:
+        return sqlite_fault_scenarios.main(directory)
+    with tempfile.TemporaryDirectory() as warm_up:
+        sqlite_fault_scenarios.main(warm_up)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop root, run, report, leave without cleanup
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, json.dumps(sqlite_fault_scenarios.main(directory)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        output = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged scenarios failed"
+    return json.loads(output)
+
+
+def test_sqlite_file_or_directory_made_read_only_refuses_then_recovers_without_read_only_wal_left():
+    with tempfile.TemporaryDirectory() as directory:
+        os.chmod(directory, 0o777)
+        steps = _run_unprivileged(directory)
+    assert steps["first"]["status"] == 201
+    for fault in ("file_read_only", "directory_read_only"):
+        assert steps[fault] == {"status": 503, "reason": "idempotency_store_unavailable",
+                                "traceback": False}, (fault, steps)
+        assert steps[f"{fault}_effects"] == (1 if fault == "file_read_only" else 2)
+        assert steps[fault.replace("read_only", "writable_again")]["status"] == 201
+    assert steps["effects"] == 3
+    # the read-only file is refused before SQLite opens it read-only and leaves read-only
+    # -wal and -shm files behind, which kept the store read-only after the file was fixed
+    assert "bailing.sqlite3 is not writable by this process" in steps["log"]
+    # the read-only directory: SQLite's own words, no -wal can be created
+    assert "readonly database" in steps["log"] or "unable to open" in steps["log"]
+    assert_clean_logs(steps["log"])
