@@ -179,6 +179,11 @@ class _Pending:
             raise
         self.landed(taken)
 
+    def holds(self, key: str) -> bool:
+        """Whether a completion of ``key`` is waiting here or carried by a write right now."""
+        with self._cond:
+            return key in self._in_flight or any(item.key == key for item in self._items)
+
     def wait_landed(self, key: str, timeout: float) -> None:
         """Wait while another thread's write carries a completion of ``key``.
 

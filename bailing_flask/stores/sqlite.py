@@ -360,14 +360,17 @@ class SQLiteStore(IdempotencyStore):
         keep = lease if lease > retention_seconds else retention_seconds
         meta_json = _encode_meta(meta)
         pending = self._pending
-        # a completion of this key that another thread's write carries lands first, so a
-        # repeat in this process never overtakes the completion of the call it repeats
-        pending.wait_landed(key, self.busy_timeout)
         try:
             conn = self._connection()
-            if pending:
-                return self._claim_with_pending(conn, key, token, lease, keep, meta_json)
             for _attempt in range(10):
+                # a completion of this key that another thread's write carries lands first, so
+                # a repeat in this process never overtakes the completion of the call it repeats
+                pending.wait_landed(key, self.busy_timeout)
+                if pending:
+                    now, entry = self._claim_with_pending(conn, key, token, lease, keep, meta_json)
+                    if entry is not None and entry.state == "in_progress" and pending.holds(key):
+                        continue  # the background writer took it meanwhile: wait for it, look again
+                    return now, entry
                 now = self.clock()
                 cursor = conn.execute(_CLAIM, (key, token, now, now + lease, now + keep,
                                                meta_json))
@@ -375,6 +378,8 @@ class SQLiteStore(IdempotencyStore):
                     self._wrote()
                     return now, None
                 entry = self._select(conn, key, now)
+                if entry is not None and entry.state == "in_progress" and pending.holds(key):
+                    continue  # its completion was taken by the background writer: wait, look again
                 if entry is not None:
                     return now, entry
                 # deleted between the two statements (released, resolved): claim again
