@@ -397,8 +397,6 @@ def target(servers: tuple[str, ...] = ("werkzeug", "gunicorn")
     """
     import logging
 
-    import requests
-
     from bailing_flask.testing import HubSimulator
     from example_app import create_app
     from tests._servers import gunicorn_serving, serving
@@ -424,8 +422,12 @@ def target(servers: tuple[str, ...] = ("werkzeug", "gunicorn")
         documents = {name: fetch_catalog(url) for name, url in urls.items()}
         hubs = {name: HubSimulator(url, SECRET) for name, url in urls.items()}
         signer = HubSigner(SECRET)
-        session = stack.enter_context(requests.Session())
-        session.auth = signer
+        session: Any = None
+        if schemathesis_available() is None:  # requests comes with schemathesis
+            import requests
+
+            session = stack.enter_context(requests.Session())
+            session.auth = signer
 
         def cases(generator: str) -> st.SearchStrategy[OpenApiCase]:
             document = documents[next(iter(urls))]
