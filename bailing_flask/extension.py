@@ -22,7 +22,7 @@ from bailing_flask.wire.base_url import PathMap, checked_base_url
 from bailing_flask._pipeline.sync import call_sync, check_async_support
 from bailing_flask._pipeline.catalog import Catalog, build_catalog
 from bailing_flask.errors import ConfigurationError, SignatureError
-from bailing_flask._pipeline.gate import ensure_gate, install_gates, run_declared_view
+from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_gates, run_declared_view
 from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from bailing_flask._pipeline.registry import Registry, build_registry
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
@@ -91,6 +91,13 @@ class BailingState:
 
     def config(self, key: str) -> Any:
         return self.app.config.get(key, DEFAULTS.get(key))
+
+    @property
+    def own_paths(self) -> frozenset[str]:
+        """The paths of the package's own endpoints: catalog, probe and callbacks."""
+        keys = ("BAILING_CATALOG_PATH", "BAILING_PROBE_PATH", "BAILING_CALLBACK_PATH",
+                "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH")
+        return frozenset(str(path) for path in (self.config(key) for key in keys) if path)
 
     @property
     def has_secret(self) -> bool:
@@ -382,13 +389,13 @@ class Bailing:
                 if compiled:
                     state.registry()
                     ensure_gate(state, request.endpoint)
-                    return None
-                compiled.append(True)
-                if app.config["BAILING_CSRF_EXEMPT"]:
-                    # CSRFProtect initialised after Bailing: its check runs after this hook
-                    exempt_tool_calls_from_csrf(app)
-                state.catalog()  # compile early so declaration problems are logged at start-up
-                check_at_first_request(state)  # handlers and templates registered since init_app
+                else:
+                    compiled.append(True)
+                    if app.config["BAILING_CSRF_EXEMPT"]:
+                        # CSRFProtect initialised after Bailing: its check runs after this hook
+                        exempt_tool_calls_from_csrf(app)
+                    state.catalog()  # compile early so declaration problems are logged at start-up
+                    check_at_first_request(state)  # handlers and templates registered since init_app
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
                                 level=logging.ERROR, exc_info=True)
@@ -396,6 +403,8 @@ class Bailing:
                 if get_declaration(view) is not None or get_wrapped_by(view) is not None:
                     # without a registry no gate stands in front of this tool: fail closed
                     return state.error_response(ErrorInfo.make("catalog_unavailable"))
+            if request.routing_exception is not None:  # a signed call no route serves: JSON, not HTML
+                explain_unrouted(state)
             return None
 
     # -- integrations -----------------------------------------------------------------

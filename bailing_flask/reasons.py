@@ -141,6 +141,12 @@ _TABLE: tuple[Reason, ...] = (
            "withheld; the tool's operator has to fix the tool (the server log names the "
            "fields)."
        )),
+    _r("no_such_tool", 404, "not_found",
+       (
+           "No tool is served at this path: the call does not match the catalog (for one, a "
+           "path parameter of the wrong type, such as text where a number is declared, "
+           "matches no route)."
+       )),
     _r("method_not_allowed", 405, "method not allowed",
        "Method not allowed."),
     _r("catalog_unavailable", 503, "unavailable",

@@ -45,7 +45,9 @@ def test_zero_signature_with_fresh_timestamp_is_401():
 def test_non_get_is_405_json():
     response = create_app().test_client().post(PATH)
     assert response.status_code == 405
-    assert response.json == {"error": "method not allowed"}
+    assert response.json["error"] == "method not allowed"
+    assert response.json["reason"] == response.headers["X-Bailing-Reason"] == "method_not_allowed"
+    assert response.headers["Allow"] == "GET"
 
 
 def test_public_catalog_is_an_explicit_opt_in_that_warns(caplog):

@@ -124,7 +124,13 @@ def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dic
         if model is None:
             return None, {}
         return _checked_query(tool, model, {})
-    args = request.args
+    try:
+        args = request.args
+    except UnicodeDecodeError:  # raw bytes in the request target, not percent-encoded UTF-8
+        raise ArgumentError("invalid_parameter", [
+            {"parameter": "(query)", "location": "query", "problem": "not_utf8",
+             "message": "The query string is not UTF-8; the hub percent-encodes every value."}
+        ]) from None
     repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
     if repeated:
         raise ArgumentError("invalid_parameter", [
@@ -217,7 +223,7 @@ def _validate_body(
     else:
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
             raise ArgumentError("invalid_body", [
                 {"parameter": "(body)", "location": "body", "problem": "json_invalid",
                  "message": "The body is not valid JSON."}
@@ -249,6 +255,29 @@ def _validate_body(
     return body, body.model_dump()
 
 
+def _check_path_bounds(tool: Tool, view_args: dict[str, Any]) -> None:
+    """A numeric path value outside the bounds the catalog declares for it is refused.
+
+    The route's converter only checks the digits: ``/orders/99999999999999999999``
+    routes, and the catalog says no integer above 2**53 - 1 arrives intact.
+    Such a value would otherwise reach the authorizer and the view (where a
+    database driver may not hold it).
+    """
+    errors = []
+    for parameter in tool.parameters:
+        name = str(parameter.get("name"))
+        value = view_args.get(name) if parameter.get("in") == "path" else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        schema = parameter.get("schema") or {}
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (isinstance(low, (int, float)) and value < low) or (isinstance(high, (int, float)) and value > high):
+            errors.append({"parameter": name, "location": "path", "problem": "out_of_range",
+                           "message": f"The value must be between {low} and {high}."})
+    if errors:
+        raise ArgumentError("invalid_parameter", errors)
+
+
 def validate_arguments(
     tool: Tool, request: Request, view_args: dict[str, Any], *, human: bool = False
 ) -> ValidatedArguments:
@@ -257,6 +286,8 @@ def validate_arguments(
     ``human=True`` validates an unsigned request to a shared route, which may
     also send its body as an HTML form.
     """
+    if view_args:
+        _check_path_bounds(tool, view_args)
     query, query_args = _validate_query(tool, request)
     body, body_args = _validate_body(tool, request, human)
     args: dict[str, Any] = dict(view_args)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import bailing_flask.audit as audit
 from bailing_flask.approvals import check_business_approval
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.registry import Registry, Tool
     from bailing_flask.declare import Declaration
 
-__all__ = ["install_gates", "run_declared_view", "GATE_KEY"]
+__all__ = ["install_gates", "explain_unrouted", "run_declared_view", "GATE_KEY"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -135,6 +136,44 @@ def ensure_gate(state: BailingState, endpoint: str | None) -> None:
     gate = state.gates.get(endpoint) if endpoint is not None else None
     if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
         install_gates(state, state.registry())
+
+
+def explain_unrouted(state: BailingState) -> None:
+    """Make Flask's routing error of a signed call the package's JSON refusal.
+
+    The hub shows the model the body of a failed call, and Flask's own 404
+    and 405 pages are HTML that names no reason: a call to a path no tool
+    serves (say ``/orders/abc`` where the route takes an integer) or with a
+    method the route does not take is answered ``404 no_such_tool`` or
+    ``405 method_not_allowed`` (with ``Allow``) instead. The package's own
+    endpoints (catalog, probe, callbacks) answer any method they do not take
+    the same way, signed or not. Every other request keeps the app's own
+    error pages.
+
+    Called from the package's ``before_request`` function, it only replaces
+    the routing exception Flask raises when it dispatches, so the app's later
+    ``before_request`` functions still run first, and an app's own
+    ``errorhandler(404)`` still renders it.
+    """
+    exc = request.routing_exception
+    verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
+    replacement: HTTPException
+    if isinstance(exc, MethodNotAllowed):
+        if verified is None and request.path not in state.own_paths:
+            return
+        response = state.error_response(ErrorInfo.make("method_not_allowed", status=405))
+        if exc.valid_methods:
+            response.headers["Allow"] = ", ".join(sorted(exc.valid_methods))
+        replacement = MethodNotAllowed(valid_methods=exc.valid_methods, response=response)
+    elif isinstance(exc, NotFound) and verified is not None:
+        response = state.error_response(ErrorInfo.make("no_such_tool"))
+        replacement = NotFound(response=response)
+    else:
+        return
+    if verified is not None:  # the hub called something its catalog does not have
+        logger.warning("bailing: refused %s %s: %s (a signed call that no route serves)",
+                       request.method, request.path[:200], response.headers.get("X-Bailing-Reason"))
+    request.routing_exception = replacement
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:

@@ -28,8 +28,9 @@ logger = logging.getLogger("bailing_flask")
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
-def _method_not_allowed(allowed: str) -> Response:
-    response = json_response({"error": "method not allowed"}, 405)
+def method_not_allowed(state: BailingState, allowed: str) -> Response:
+    """``405 method_not_allowed`` of one of the package's own endpoints, with ``Allow``."""
+    response = state.error_response(ErrorInfo.make("method_not_allowed", status=405))
     response.headers["Allow"] = allowed
     return response
 
@@ -53,7 +54,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
         @blueprint.route(catalog_path, methods=_ALL_METHODS)
         def catalog() -> Response:
             if request.method not in ("GET", "HEAD"):
-                return _method_not_allowed("GET")
+                return method_not_allowed(state, "GET")
             _reached()
             verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
             if (verified is None or verified.kind != "catalog") and not state.config(
@@ -77,7 +78,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
         @blueprint.route(probe_path, methods=_ALL_METHODS)
         def authz_probe() -> Response:
             if request.method not in ("GET", "POST"):
-                return _method_not_allowed("GET, POST")
+                return method_not_allowed(state, "GET, POST")
             _reached()
             verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
             if verified is None or verified.kind != "tool":

@@ -283,6 +283,22 @@ def _retry_after(headers: Message | None) -> float:
     return seconds if math.isfinite(seconds) and seconds >= 0 else _DEFAULT_RETRY_AFTER
 
 
+def _answered_id(value: object) -> int:
+    """The approval id in the hub's answer: a JSON integer (``7`` or ``7.0``) or its digits.
+
+    Anything else, ``1e400`` (infinity to Python) and ``1.5`` included, is
+    not an id the hub sends, so it raises ``ValueError`` instead of being
+    rounded into some other approval's id.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise ValueError("not an approval id")
+
+
 class HubClient:
     """Talk to BailingHub as one of its clients (``bz_clients`` entry).
 
@@ -383,7 +399,7 @@ class HubClient:
             result = DecisionResult(
                 ok=bool(data["ok"]),
                 status=str(data["status"]),
-                approval_id=int(data.get("id", envelope.approval_id)),
+                approval_id=_answered_id(data.get("id", envelope.approval_id)),
                 decision_id=str(data.get("decision_id", envelope.decision_id)),
                 idempotent=bool(data.get("idempotent", False)),
                 rerun=bool(data.get("rerun", False)),

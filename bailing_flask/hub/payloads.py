@@ -85,6 +85,15 @@ class PayloadError(BailingError, ValueError):
 
 
 
+def _unicode(value: str, name: str) -> str:
+    """``value`` if it is valid Unicode text; a lone surrogate would make a body no JSON parser reads back."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
 def _describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors()[:5]:
@@ -451,7 +460,7 @@ class ApprovalDecision(_HubModel):
     @field_validator("approver")
     @classmethod
     def _check_approver(cls, value: str) -> str:
-        value = _js_trim(value)
+        value = _js_trim(_unicode(value, "approver"))
         if not value:
             raise ValueError("approver must name the business user who decided")
         if _utf16_len(value) > _MAX_APPROVER:
@@ -463,7 +472,7 @@ class ApprovalDecision(_HubModel):
     def _check_comment(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        value = _js_trim(value)
+        value = _js_trim(_unicode(value, "comment"))
         if _utf16_len(value) > _MAX_COMMENT:
             raise ValueError(f"comment must be at most {_MAX_COMMENT} characters")
         return value or None
@@ -474,7 +483,7 @@ class ApprovalDecision(_HubModel):
         if isinstance(value, _dt.datetime):
             value = value.isoformat()
         if isinstance(value, str):
-            value = _js_trim(value)
+            value = _js_trim(_unicode(value, "decided_at"))
             if _utf16_len(value) > _MAX_DECIDED_AT:
                 raise ValueError(f"decided_at must be at most {_MAX_DECIDED_AT} characters")
             return value or None

@@ -158,8 +158,10 @@ def _expiry(ttl: object, expires_at: object, now: float) -> int:
         return expires_at
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl):
         raise TicketError("ttl must be a number of seconds.", "invalid_ttl")
-    if ttl <= 0:
-        raise TicketError("ttl must be positive.", "invalid_ttl")
+    if ttl < 1:
+        # the expiry is whole seconds (int(now + ttl), like the hub's SDKs): under one second
+        # the ticket could be expired the moment it is issued
+        raise TicketError("ttl must be at least 1 second.", "invalid_ttl")
     return int(now + ttl)
 
 
@@ -189,7 +191,7 @@ def sign_ticket(
         surrounding whitespace (JavaScript's trim) or control characters --
         exactly what the hub keeps unchanged. Prefer ASCII such as
         ``tenant_1:user_1001``.
-    :param ttl: lifetime in seconds (default 7200, like the hub's SDKs).
+    :param ttl: lifetime in seconds (default 7200, like the hub's SDKs), at least 1.
     :param expires_at: absolute expiry in Unix seconds; overrides ``ttl``.
     :param clock: returns the current Unix time in seconds.
     :param chat_only: the ticket is only for chatting, no tool acts on the

@@ -38,6 +38,28 @@ class ReadBody:
         self.spilled = spilled
 
 
+def _read(source: IO[bytes], size: int) -> bytes | bytearray:
+    """``source.read(size)``, never more than ``size`` bytes, never bytes nobody sent.
+
+    A raw stream's ``read`` is ``readinto`` on a fresh buffer, and CPython
+    trusts the count ``readinto`` returns. Werkzeug's development server
+    decodes chunked uploads with such a stream, and when a chunk ends early
+    (the client closed) it shrinks the buffer yet reports the full count:
+    ``read`` then returns uninitialised memory, or the process crashes. So a
+    raw stream reads into a fixed-size view here, which refuses to shrink
+    (the stream raises, and the body is malformed), and the count is checked.
+    """
+    if not isinstance(source, io.RawIOBase):
+        return source.read(size)
+    buffer = bytearray(size)
+    with memoryview(buffer) as view:
+        count = source.readinto(view)
+    if count is None or not 0 <= count <= size:
+        raise ValueError(f"readinto returned {count!r} for {size} bytes")
+    del buffer[count:]
+    return buffer
+
+
 def _declared_length(raw: str) -> int:
     raw = raw.strip()
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
@@ -75,7 +97,7 @@ def read_body(environ: dict[str, Any], max_size: int, spool_threshold: int) -> R
     if declared is not None and declared <= spool_threshold:
         # the common case: a small body, usually in one read
         try:
-            data = source.read(declared)
+            data = _read(source, declared)
         except Exception as exc:  # client went away, server-side stream error
             raise SignatureError("malformed_body", status=400) from exc
         if len(data) == declared:
@@ -95,9 +117,9 @@ class _Hasher:
     thread writes the spool file roughly halves the wall time.
     """
 
-    def __init__(self, first: bytes) -> None:
+    def __init__(self, first: bytes | bytearray) -> None:
         self._digest = hashlib.sha256(first)
-        self._queue: queue.Queue[bytes | None] | None = None
+        self._queue: queue.Queue[bytes | bytearray | None] | None = None
         self._thread: threading.Thread | None = None
 
     def go_parallel(self) -> None:
@@ -110,7 +132,7 @@ class _Hasher:
         while (chunk := self._queue.get()) is not None:
             self._digest.update(chunk)
 
-    def update(self, chunk: bytes) -> None:
+    def update(self, chunk: bytes | bytearray) -> None:
         if self._queue is None:
             self._digest.update(chunk)
         else:
@@ -128,7 +150,8 @@ class _Hasher:
 
 
 def _read_streamed(
-    source: IO[bytes], first: bytes, declared: int | None, max_size: int, spool_threshold: int
+    source: IO[bytes], first: bytes | bytearray, declared: int | None, max_size: int,
+    spool_threshold: int,
 ) -> ReadBody:
     """The general case: unknown length (chunked), a short read, or a large body."""
     remaining = declared
@@ -143,7 +166,7 @@ def _read_streamed(
             size = _SPILL_CHUNK if spill is not None else _CHUNK
             want = size if remaining is None else min(size, remaining)
             try:
-                chunk = source.read(want)
+                chunk = _read(source, want)
             except Exception as exc:  # client went away, server-side stream error
                 raise SignatureError("malformed_body", status=400) from exc
             if not chunk:

@@ -336,8 +336,11 @@ class BailingMiddleware:
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
         if signature is None:
             environ[ENVIRON_KEY] = None
+            # the raw target and the routed path: a middleware outside this one may have
+            # rewritten PATH_INFO, and the app serves what it routes
             if self.require_signature and any(
                 _prefix_matches(_raw_path(environ, self.raw_target), p)
+                or _prefix_matches(_routed_path(environ), p)
                 for p in self.require_signature
             ):
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
@@ -372,9 +375,7 @@ class BailingMiddleware:
             body = self._read_body(environ, limit, min(limit, self.spool_threshold))
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
-        environ["wsgi.input"] = body.stream
-        if body.length or environ.get("CONTENT_LENGTH"):
-            environ["CONTENT_LENGTH"] = str(body.length)
+        _hand_over(environ, body)
         result = self.app(environ, start_response)
         if body.spilled:
             return _ClosingIterable(result, body.stream.close)
@@ -404,9 +405,7 @@ class BailingMiddleware:
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
         verifier.check_reading(signed_path, subject_raw)
         body = self._read_body(environ, self.max_body_size, self.spool_threshold)
-        environ["wsgi.input"] = body.stream
-        if body.length or environ.get("CONTENT_LENGTH"):
-            environ["CONTENT_LENGTH"] = str(body.length)
+        _hand_over(environ, body)
         verifier.check_body(method, body.length)
         assert timestamp is not None  # check_headers refused a missing one
         # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8.
@@ -530,6 +529,20 @@ def _check_body_timeout(value: float | None) -> float | None:
     ):
         raise ConfigurationError("body_timeout must be a number of seconds (0-3600) or None.")
     return float(value)
+
+
+def _hand_over(environ: dict[str, Any], body: ReadBody) -> None:
+    """Give the app the body that was read, as a plain body of known length.
+
+    The bytes were read (and, for a chunked upload, de-chunked) already, so
+    ``Transfer-Encoding`` no longer describes them: left in place, a framework
+    would read nothing from a server that does not mark the stream as ended
+    (wsgiref, for one), and the view would not see the body that was verified.
+    """
+    environ["wsgi.input"] = body.stream
+    if environ.pop("HTTP_TRANSFER_ENCODING", None) is not None or body.length or environ.get(
+            "CONTENT_LENGTH"):
+        environ["CONTENT_LENGTH"] = str(body.length)
 
 
 def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:
