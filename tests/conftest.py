@@ -47,6 +47,7 @@ def live_server() -> Iterator[Callable[..., str]]:
     yield start
     for server, thread in servers:
         server.shutdown()
+        server.server_close()
         thread.join(timeout=5)
 
 

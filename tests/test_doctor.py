@@ -8,11 +8,9 @@ real bailing_flask app (``tests/apps/doctor_apps.py``): no mocks.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
-from werkzeug.serving import make_server
 
 from bailing_flask import Bailing
 from bailing_flask.doctor import CHECK_NAMES, DoctorReport, run_doctor
@@ -33,25 +31,6 @@ from .apps.doctor_apps import (
 
 WELL_KNOWN = "/.well-known/bailing/tools.json"
 PROBE_PATH = "/.well-known/bailing/authz-probe"
-
-
-@pytest.fixture
-def live_server():
-    """Like conftest's ``live_server``, but shuts down in milliseconds (keeps this file fast)."""
-    servers = []
-
-    def start(app):
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_port}"
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def statuses(report: DoctorReport) -> dict[str, str]:

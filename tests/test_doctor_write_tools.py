@@ -8,35 +8,14 @@ gate refuses before authorization, so nothing runs.
 
 from __future__ import annotations
 
-import threading
 
 import pytest
-from werkzeug.serving import make_server
 
 from bailing_flask.doctor import run_doctor
 
 from .apps import exercise_apps
 from .helpers import STRONG_SECRET
 from .apps.legacy_app import create_app, notes
-
-
-@pytest.fixture
-def live_server():
-    """Werkzeug's threaded server, shut down quickly."""
-    servers = []
-
-    def start(app):
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_port}"
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def test_an_integrated_legacy_app_passes_and_nothing_ran(live_server):
