@@ -193,6 +193,22 @@ class _Settings:
         self.defer = raw_defer
 
 
+def answer_of(execute: Callable[[], Response]) -> Response:
+    """Run a de-duplicated view; ``abort(4xx)`` becomes the answer to record.
+
+    ``abort(404)`` and the like are a deliberate refusal: recorded like a
+    returned 4xx and rendered by the app's handlers exactly as Flask would.
+    A 5xx ``HTTPException`` (and any other exception) goes on to the caller,
+    which marks the call as failed. Both modes (store and transaction) use it.
+    """
+    try:
+        return execute()
+    except HTTPException as exc:
+        if exc.code is None or exc.code >= 500:
+            raise
+        return current_app.make_response(current_app.handle_user_exception(exc))
+
+
 class Idempotency:
     """Per-app de-duplication of side-effecting tool calls over a store."""
 
@@ -362,14 +378,7 @@ class Idempotency:
         # The exception is seen here, on its way out of the view and before the
         # app's own error handlers turn it into whatever response they like.
         try:
-            try:
-                response = execute()
-            except HTTPException as exc:
-                if exc.code is None or exc.code >= 500:
-                    raise
-                # abort(404) and the like: a deliberate refusal, recorded like a returned
-                # 4xx and rendered by the app's handlers exactly as Flask would
-                response = current_app.make_response(current_app.handle_user_exception(exc))
+            response = answer_of(execute)
         except BaseException as exc:
             self._failed(store, plan, key, token, f"the view raised {type(exc).__name__}")
             raise

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flask import Response, current_app
-from werkzeug.exceptions import HTTPException
 
+from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
@@ -23,7 +23,6 @@ from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
-    from bailing_flask._pipeline.idempotency import Idempotency
     from bailing_flask._pipeline.registry import Tool
 
 logger = logging.getLogger("bailing_flask")
@@ -73,8 +72,6 @@ class TransactionalIdempotency:
         return self._adapter
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
-        from bailing_flask._pipeline.idempotency import call_key
-
         adapter = self.adapter()
         if adapter is None:
             self.state.warn_once(
@@ -151,13 +148,7 @@ class TransactionalIdempotency:
         stored: StoredResponse | None = None
         try:
             with transaction.guard(record):
-                try:
-                    response = execute()
-                except HTTPException as exc:
-                    if exc.code is None or exc.code >= 500:
-                        raise
-                    # abort(404) and the like: an answer, recorded like a returned 4xx
-                    response = current_app.make_response(current_app.handle_user_exception(exc))
+                response = answer_of(execute)
                 if response.status_code < 500:
                     stored = StoredResponse(
                         status=response.status_code,
@@ -234,7 +225,6 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
 
 def findings(app: Any, tool: Tool) -> list[Finding]:
     """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    from bailing_flask._pipeline.idempotency import Idempotency
     if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
         return []
     out: list[Finding] = []
