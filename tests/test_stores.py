@@ -793,7 +793,7 @@ def test_the_checks_are_applied_once_per_method_and_keep_its_name() -> None:
 
 
 def test_the_unchecked_constructors_build_equal_records() -> None:
-    from bailing_flask.stores.base import _trusted_meta, _trusted_response
+    from bailing_flask.stores._entries import _trusted_meta, _trusted_response
 
     assert _trusted_meta("t", "j", None, "k") == EntryMeta("t", "j", None, "k")
     assert _trusted_meta("t", "j", "s", None) == EntryMeta(tool="t", job_id="j", subject="s")

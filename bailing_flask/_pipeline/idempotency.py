@@ -46,13 +46,12 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.responses import REASON_HEADER, ErrorInfo
 from bailing_flask.settings import DEFAULTS
 from bailing_flask.stores import (
-    EntryMeta,
     IdempotencyStore,
     Reservation,
     StoreUnavailable,
     store_from_url,
 )
-from bailing_flask.stores.base import _trusted_meta, _trusted_response
+from bailing_flask.stores._entries import _trusted_meta, _trusted_response
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall

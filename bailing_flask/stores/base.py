@@ -43,11 +43,8 @@ from collections.abc import Callable
 from types import FunctionType
 from typing import Any, TypeVar
 
-from bailing_flask.stores._deferred import _Completion as _Completion
-from bailing_flask.stores._deferred import _Later as _Later
-from bailing_flask.stores._deferred import _Pending as _Pending
+from bailing_flask.stores._deferred import _Completion, _Pending
 from bailing_flask.stores._entries import (
-    RESOLVED_TOKEN as RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
@@ -58,18 +55,6 @@ from bailing_flask.stores._entries import (
     StoredResponse,
     StoreUnavailable,
 )
-
-# What this module defined before the records and the deferred writes got modules of their
-# own, still importable from here (the other stores, and the transaction mode, use them).
-from bailing_flask.stores._entries import _decode_headers as _decode_headers
-from bailing_flask.stores._entries import _decode_meta as _decode_meta
-from bailing_flask.stores._entries import _encode_headers as _encode_headers
-from bailing_flask.stores._entries import _encode_meta as _encode_meta
-from bailing_flask.stores._entries import _json_str as _json_str
-from bailing_flask.stores._entries import _matches as _matches
-from bailing_flask.stores._entries import _outcome as _outcome
-from bailing_flask.stores._entries import _trusted_meta as _trusted_meta
-from bailing_flask.stores._entries import _trusted_response as _trusted_response
 from bailing_flask.stores.approvals import (
     ApprovalRecord,
     ApprovalStatus,

@@ -44,50 +44,16 @@ a database), ``_sqlalchemy`` and ``_dbapi`` (the two adapters) and ``_mode``
 
 from __future__ import annotations
 
-# Every name the module had before it became a package, private ones too, stays importable
-# from here (tests and apps import them from bailing_flask.transactional).
-from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
-from bailing_flask.transactional._dbapi import (
-    DBAPITransaction,
-    _begin,
-    _commit,
-    _DBAPICall,
-    _detect_dialect,
-    _in_transaction,
-    _rollback,
-)
+from bailing_flask.transactional._adapter import TransactionAdapter
+from bailing_flask.transactional._dbapi import DBAPITransaction
 from bailing_flask.transactional._mode import (
-    _CLEANUP_INTERVAL,
-    _REPLAY_HEADER,
-    _SKIPPED_HEADERS,
     TransactionalIdempotency as TransactionalIdempotency,
-    _replayed,
     findings as findings,
     in_transaction_mode as in_transaction_mode,
     resolve_adapter as resolve_adapter,
 )
-from bailing_flask.transactional._records import (
-    _COLUMNS,
-    _COMPLETE_SQL,
-    _COMPLETED,
-    _INSERT_SQL,
-    _PG_DDL_LOCK,
-    _RUNNING,
-    TABLE_NAME,
-    _Busy,
-    _check_identifier,
-    _classify,
-    _Duplicate,
-    _entry,
-    _insert_values,
-    _matches,
-    _parameters,
-    _placeholders,
-    _Record,
-    _unavailable,
-    create_table_sql,
-)
-from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction, _define_table, _SQLAlchemyCall
+from bailing_flask.transactional._records import TABLE_NAME, create_table_sql
+from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 __all__ = [
     "TABLE_NAME",

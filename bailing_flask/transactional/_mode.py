@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, current_app
+from flask import Response
 
 from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
 from bailing_flask.wire.headers import is_hop_by_hop

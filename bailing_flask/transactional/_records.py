@@ -14,9 +14,9 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
 # the one import of a store internal in this package: the JSON of the headers, as the stores
 # keep it (ListState and _encode_headers are imported from here by the other modules)
-from bailing_flask.stores.base import ListState as ListState
-from bailing_flask.stores.base import _decode_headers
-from bailing_flask.stores.base import _encode_headers as _encode_headers
+from bailing_flask.stores._entries import ListState as ListState
+from bailing_flask.stores._entries import _decode_headers
+from bailing_flask.stores._entries import _encode_headers as _encode_headers
 
 #: The default name of the table that holds the records.
 TABLE_NAME = "bailing_idempotency"
