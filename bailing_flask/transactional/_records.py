@@ -80,6 +80,11 @@ class _Busy(Exception):
     """The database gave up waiting for a lock (another transaction holds it)."""
 
 
+class _EndedByView(Exception):
+    """The view ended the call's transaction itself, or committed outside it: the answer
+    cannot be recorded with the view's writes (the call is left uncertain)."""
+
+
 @dataclass(frozen=True)
 class _Record:
     key: str
