@@ -61,9 +61,10 @@ class SQLAlchemyTransaction(TransactionAdapter):
         creates it.
 
     During a transactional call, the view's ``session.commit()`` is a
-    ``flush()`` (ids and constraints are checked, nothing ends) and its
-    ``session.rollback()`` rolls back and takes the reservation again; the
-    package commits once, after the answer is written into the row.
+    ``flush()`` and a savepoint (ids and constraints are checked, nothing
+    ends), its ``session.rollback()`` and ``session.close()`` go back to its
+    last commit; the package commits once, after the answer is written into
+    the row.
     """
 
     def __init__(self, session: Any, *, metadata: MetaData | None = None,
