@@ -1,7 +1,8 @@
 """The embedded SQLite store under faults: locked, read-only, deleted while the app runs.
 
-In every case a side effect is refused with ``503
-idempotency_store_unavailable`` and does not run, a read is still answered,
+In every case a side effect is refused with ``503`` and does not run
+(``idempotency_store_busy`` with ``Retry-After`` for a lock, else
+``idempotency_store_unavailable``), a read is still answered,
 and no log line carries the secret or an argument value. A lock or a
 permission problem ends and the same app serves again; a deleted file is
 refused for good (until the workers restart), because connections opened
@@ -68,7 +69,9 @@ def test_sqlite_file_locked_by_another_process_refuses_side_effects_then_recover
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         with caplog.at_level(logging.INFO, logger="bailing_flask"):
-            assert_refused(refund(hub, 2))
+            busy = refund(hub, 2)  # busy, not "in progress" nor broken: retry shortly
+            assert (busy.status, busy.json()["reason"]) == (503, "idempotency_store_busy")
+            assert busy.headers.get("Retry-After") == "2"
             assert hub.call("refund_count", subject="t1:u1").status == 200  # reads go on
         assert side_effects(app.config["IDEM_DATABASE"]) == 1
     finally:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -289,6 +291,34 @@ def test_a_database_error_before_the_view_refuses_the_side_effect_with_503(tmp_p
     response = hub.call("refund_create", ARGS, subject="t1:u1")
     assert (response.status, response.json()["reason"]) == (503, "idempotency_store_unavailable")
     assert rows(app) == 0
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy-sqlite", "sqlite3"])
+def test_a_sqlite_database_locked_by_another_process_answers_busy_with_retry_after(kind, make_app,
+                                                                                   tmp_path):
+    """Not "the same call is in progress": SQLite's one write lock says nothing about the call."""
+    app = make_app(kind, TXN_SQLITE_TIMEOUT=0.2)
+    hub = HubSimulator(app, STRONG_SECRET)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.readline(); "
+         "c.execute('ROLLBACK')", str(tmp_path / "app.sqlite3")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        refused = hub.replay(request)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert (refused.status, refused.json()["reason"]) == (503, "idempotency_store_busy")
+    assert refused.headers.get("Retry-After") == "2"
+    assert rows(app) == 0
+    assert hub.replay(request).status == 201  # the lock is gone: the same call runs now
+    assert rows(app) == 1
 
 
 # -- configuration ---------------------------------------------------------------------------------

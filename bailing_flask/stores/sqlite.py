@@ -54,6 +54,7 @@ from bailing_flask.stores._entries import (
     ListState,
     Reservation,
     StoredResponse,
+    StoreBusy,
     StoreUnavailable,
     _decode_headers,
     _decode_meta,
@@ -306,6 +307,9 @@ class SQLiteStore(IdempotencyStore):
             raise
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
+            return StoreBusy(f"SQLite store at {self.path} is busy: another process held its lock "
+                             f"for more than {self.busy_timeout:g} s ({exc})")
         return StoreUnavailable(
             f"SQLite store at {self.path} is unavailable: {type(exc).__name__}: {exc}"
         )
@@ -714,3 +718,12 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
         conn.close()
     except sqlite3.Error:
         pass
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock (not a broken file)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (5, 6)
+    text = str(exc)
+    return "locked" in text or "busy" in text

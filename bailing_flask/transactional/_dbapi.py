@@ -243,8 +243,8 @@ class _DBAPICall(_CallTransaction):
             kind = _classify(exc)
             if kind == "duplicate":
                 raise _Duplicate() from exc
-            if kind == "busy":
-                raise _Busy(str(exc)) from exc
+            if kind in ("busy", "locked"):
+                raise _Busy(str(exc), whole_database=kind == "locked") from exc
             if kind == "error":
                 raise _unavailable(self.adapter, exc) from exc
             raise
@@ -254,8 +254,8 @@ class _DBAPICall(_CallTransaction):
             _begin(self.conn, self.dialect, immediate=True)
         except BaseException as exc:
             kind = _classify(exc)
-            if kind == "busy":
-                raise _Busy(str(exc)) from exc
+            if kind in ("busy", "locked"):
+                raise _Busy(str(exc), whole_database=kind == "locked") from exc
             if kind is not None:
                 raise _unavailable(self.adapter, exc) from exc
             raise

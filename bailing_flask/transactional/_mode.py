@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response
 
-from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
+from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import _Busy, _Duplicate, _EndedByView, _Record
 from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
@@ -103,6 +103,10 @@ class TransactionalIdempotency:
                 continue  # the committed row was gone (expired, or resolved to run again)
             except _Busy as exc:
                 transaction.rollback()
+                if exc.whole_database:  # SQLite: someone holds the database's one write lock
+                    logger.warning("bailing: the database is locked by another connection (%s); "
+                                   "refusing the side effect of %r for now", exc, tool.name)
+                    return store_refusal(self.state, StoreBusy(str(exc)))
                 logger.info("bailing: call %s of tool %r waits for the same call in another "
                             "transaction (%s): 409", record.key, tool.name, exc)
                 return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))

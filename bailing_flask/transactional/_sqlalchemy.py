@@ -491,8 +491,8 @@ def _translated(adapter: SQLAlchemyTransaction, exc: BaseException) -> BaseExcep
     kind = _classify(exc)
     if kind == "duplicate":
         return _Duplicate()
-    if kind == "busy":
-        return _Busy(str(getattr(exc, "orig", exc)))
+    if kind in ("busy", "locked"):
+        return _Busy(str(getattr(exc, "orig", exc)), whole_database=kind == "locked")
     if kind == "error":
         return _unavailable(adapter, exc)
     return exc

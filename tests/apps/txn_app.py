@@ -99,9 +99,9 @@ def _schema(backend: str) -> list[str]:
             "amount REAL NOT NULL, job TEXT, ref TEXT UNIQUE)"]
 
 
-def connect(backend: str, database: str) -> Any:
+def connect(backend: str, database: str, timeout: float = 15) -> Any:
     if backend == "sqlite3":
-        conn = sqlite3.connect(database, timeout=15, isolation_level=None)
+        conn = sqlite3.connect(database, timeout=timeout, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         return conn
     import psycopg
@@ -136,6 +136,7 @@ def create_app(**config: Any) -> Flask:
         TXN_BACKEND=os.environ.get("TXN_BACKEND", "sqlalchemy"),
         TXN_DATABASE=os.environ.get("TXN_DATABASE", "sqlite://"),
         TXN_DELAY=float(os.environ.get("TXN_DELAY", "0")),
+        TXN_SQLITE_TIMEOUT=15.0,  # seconds a SQLite connection waits for the write lock
     )
     app.config.update(config)
     backend = app.config["TXN_BACKEND"]
@@ -234,7 +235,8 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
     database = app.config["TXN_DATABASE"]
     app.config.setdefault("SQLALCHEMY_DATABASE_URI", database)
     if database.startswith("sqlite"):
-        app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {"connect_args": {"timeout": 15}})
+        app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS",
+                              {"connect_args": {"timeout": app.config["TXN_SQLITE_TIMEOUT"]}})
     db = SQLAlchemy()
 
     class Refund(db.Model):  # type: ignore[name-defined,misc]
@@ -330,7 +332,7 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
 
     def get_db() -> Any:
         if "txn_db" not in g:
-            g.txn_db = KillingConnection(connect(backend, database))
+            g.txn_db = KillingConnection(connect(backend, database, app.config["TXN_SQLITE_TIMEOUT"]))
         return g.txn_db
 
     @app.teardown_appcontext
