@@ -122,6 +122,18 @@ _TABLE: tuple[Reason, ...] = (
            "answer were committed, or nothing happened; the same call sent again is answered "
            "from the record or runs."
        )),
+    _r("transaction_ended_by_view", 500, "conflict",
+       (
+           "The tool's code committed or ended the database transaction this call runs in, "
+           "so its answer could not be recorded with its changes: the changes may have "
+           "happened. The call is left uncertain until an operator reconciles it; do not "
+           "retry it as a new request."
+       )),
+    _r("idempotency_store_busy", 503, "unavailable",
+       (
+           "The idempotency store is locked by another process right now, so side effects "
+           "are paused; nothing was executed. Retry after the time in Retry-After."
+       )),
     _r("replayed", 401, "bad_signature",
        "This exact signed request was already received."),
     _r("request_altered", 401, "bad_signature",

@@ -48,6 +48,7 @@ from bailing_flask.settings import DEFAULTS
 from bailing_flask.stores import (
     IdempotencyStore,
     Reservation,
+    StoreBusy,
     StoreUnavailable,
     store_from_url,
 )
@@ -190,6 +191,15 @@ class _Settings:
                 f"{_DEFER} must be True or False, not {type(raw_defer).__name__}."
             )
         self.defer = raw_defer
+
+
+def store_refusal(state: BailingState, exc: StoreUnavailable | None = None) -> Response:
+    """``503``: the store is busy (locked by another process: ``Retry-After``) or unavailable."""
+    if isinstance(exc, StoreBusy):
+        response = state.error_response(ErrorInfo.make("idempotency_store_busy"))
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+    return state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
 
 
 def answer_of(execute: Callable[[], Response]) -> Response:
@@ -338,7 +348,7 @@ class Idempotency:
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
                          exc, plan.name)
-            return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+            return store_refusal(self.state, exc)
         if time.monotonic() - self._last_cleanup >= _CLEANUP_INTERVAL:
             self._maybe_cleanup()
         if held is not None:

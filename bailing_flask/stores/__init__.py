@@ -20,6 +20,7 @@ from bailing_flask.stores.base import (
     EntryMeta,
     IdempotencyStore,
     Reservation,
+    StoreBusy,
     StoredResponse,
     StoreUnavailable,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RedisStore",
     "Reservation",
     "SQLiteStore",
+    "StoreBusy",
     "StoreUnavailable",
     "StoredResponse",
     "store_from_url",

@@ -17,7 +17,8 @@ logger = logging.getLogger("bailing_flask")
 class _CallTransaction(ABC):
     """One call's transaction on the app's own connection or session."""
 
-    #: set when the view ended the package's transaction itself (DB-API ``COMMIT``)
+    #: how the view ended the package's transaction itself (its own ``COMMIT``, a commit
+    #: outside the call's transaction), when it did; the call is then left uncertain
     ended_by_view: str | None = None
 
     @abstractmethod
@@ -31,7 +32,13 @@ class _CallTransaction(ABC):
 
     @abstractmethod
     def complete(self, record: _Record, response: StoredResponse) -> None:
-        """Write the answer into the row (re-inserting it if the view rolled back)."""
+        """Write the answer into the row; raises :class:`_EndedByView` when the transaction is no
+        longer the call's (the view committed or ended it)."""
+
+    @abstractmethod
+    def keep(self, record: _Record) -> None:
+        """After the view ended the transaction: commit what is left without the answer and make
+        sure the running row is committed (the call is uncertain)."""
 
     @abstractmethod
     def commit(self) -> None:

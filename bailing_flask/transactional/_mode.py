@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response
 
-from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
+from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
-from bailing_flask.transactional._records import _Busy, _Duplicate, _Record
+from bailing_flask.transactional._records import _Busy, _Duplicate, _EndedByView, _Record
 from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,6 +103,10 @@ class TransactionalIdempotency:
                 continue  # the committed row was gone (expired, or resolved to run again)
             except _Busy as exc:
                 transaction.rollback()
+                if exc.whole_database:  # SQLite: someone holds the database's one write lock
+                    logger.warning("bailing: the database is locked by another connection (%s); "
+                                   "refusing the side effect of %r for now", exc, tool.name)
+                    return store_refusal(self.state, StoreBusy(str(exc)))
                 logger.info("bailing: call %s of tool %r waits for the same call in another "
                             "transaction (%s): 409", record.key, tool.name, exc)
                 return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
@@ -156,12 +160,19 @@ class TransactionalIdempotency:
                                       if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
                         body=response.get_data(),
                     )
-        except BaseException as exc:
+        except Exception as exc:
+            if transaction.ended_by_view:  # what it committed outside stays: uncertain
+                return self._ended_by_view(transaction, tool, record, exc)
             transaction.rollback()
             logger.info("bailing: call %s of tool %r raised %s: its transaction rolled back, an "
                         "identical call runs again", record.key, tool.name, type(exc).__name__)
             raise
+        except BaseException:
+            transaction.rollback()
+            raise
         if stored is None:
+            if transaction.ended_by_view:
+                return self._ended_by_view(transaction, tool, record, None)
             transaction.rollback()
             logger.info("bailing: call %s of tool %r answered HTTP %d: its transaction rolled back, "
                         "an identical call runs again", record.key, tool.name, response.status_code)
@@ -169,6 +180,8 @@ class TransactionalIdempotency:
         try:
             transaction.complete(record, stored)
             transaction.commit()
+        except _EndedByView:
+            return self._ended_by_view(transaction, tool, record, None)
         except (_Duplicate, _Busy):
             transaction.rollback()
             logger.warning("bailing: call %s of tool %r lost its reservation (the view rolled back) "
@@ -183,15 +196,26 @@ class TransactionalIdempotency:
         except BaseException:
             transaction.rollback()
             raise
-        if transaction.ended_by_view:
-            logger.error(
-                "bailing: the view of transactional tool %r ended the package's transaction itself "
-                "(%s); its changes were committed before the answer was recorded, so this call was "
-                "not exactly-once. Leave COMMIT to bailing_flask and use savepoints in the view",
-                tool.name, transaction.ended_by_view,
-            )
         self._maybe_cleanup(adapter)
         return response
+
+    def _ended_by_view(self, transaction: _CallTransaction, tool: Tool, record: _Record,
+                       exc: BaseException | None) -> Response:
+        """The view committed (or ended) the call's transaction itself: its answer cannot be
+        recorded with its changes. Keep what it wrote, leave the call uncertain, say so."""
+        logger.error(
+            "bailing: the view of transactional tool %r ended the package's transaction itself "
+            "(%s), so its answer could not be recorded with its changes. What it wrote was kept "
+            "and call %s is left uncertain: check its effect, then settle it with `flask bailing "
+            "idempotency resolve`. Leave COMMIT to bailing_flask (session.commit() in the view is "
+            "fine) and use savepoints for nested blocks", tool.name, transaction.ended_by_view,
+            record.key, exc_info=exc,
+        )
+        try:
+            transaction.keep(record)
+        except Exception:  # noqa: BLE001 - the database failed too: nothing more to do here
+            logger.error("bailing: could not record call %s as uncertain", record.key, exc_info=True)
+        return self.state.error_response(ErrorInfo.make("transaction_ended_by_view"))
 
     def _maybe_cleanup(self, adapter: TransactionAdapter) -> None:
         """Now and then, after a call's commit: delete expired records in a small transaction."""
