@@ -85,3 +85,25 @@ def test_no_page_of_the_documentation_shows_a_build_error(built_docs, browser):
     problems = {str(page.relative_to(built_docs)): found for page in pages
                 if (found := _browser.page_problems(browser, page))}
     assert problems == {}
+
+
+def test_the_contributing_pages_sphinx_command_builds_after_installing_only_the_docs_extra(tmp_path):
+    """A contributor who installed ``.[docs]`` alone runs the command the page shows, as shown."""
+    import shlex
+
+    _need_sphinx()  # where the docs extra is not wanted, neither is this (slow) test
+    line = next(line for line in (ROOT / "docs" / "contributing.rst").read_text().splitlines()
+                if "python -m sphinx" in line)
+    words = shlex.split(line.split("#", 1)[0])
+    assert words[:3] == ["python", "-m", "sphinx"] and words[-1] == "docs/_build/html", line
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              "-e", ".[docs]"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if install.returncode != 0 and "No matching distribution" in install.stderr:
+        pytest.skip("the package index cannot be reached")
+    assert install.returncode == 0, install.stderr[-3000:]
+    built = subprocess.run([python, *words[1:-1], str(tmp_path / "html")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=1800)
+    assert built.returncode == 0, (built.stdout + built.stderr)[-5000:]
