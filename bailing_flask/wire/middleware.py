@@ -470,14 +470,14 @@ class BailingMiddleware:
         if error.reason == "not_configured":
             logger.error(
                 "bailing: refused %s %s: %s is not set, so no hub request can be verified (job %r)",
-                environ.get("REQUEST_METHOD", "?"), path, self.setting, job[:64],
+                str(environ.get("REQUEST_METHOD", "?"))[:16], path[:200], self.setting, job[:64],
             )
         else:
             logger.log(
                 logging.INFO if expected else logging.WARNING,
                 "bailing: refused %s %s: %s (job %r)",
-                environ.get("REQUEST_METHOD", "?"),
-                path,
+                str(environ.get("REQUEST_METHOD", "?"))[:16],  # both chosen by the sender
+                path[:200],
                 error.reason,
                 job[:64],
             )
