@@ -403,7 +403,7 @@ class BailingMiddleware:
         verifier = self.verifier
         assert verifier is not None  # __call__ refused the request without one
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
-        verifier.check_reading(signed_path, subject_raw)
+        verifier.check_reading(signed_path, subject_raw, method)
         body = self._read_body(environ, self.max_body_size, self.spool_threshold)
         _hand_over(environ, body)
         verifier.check_body(method, body.length)
