@@ -105,7 +105,7 @@ _EMPTY_FIELD = "." + EMPTY_BODY_SHA256 + "."
 _BODYLESS = frozenset(("GET", "HEAD"))
 
 #: What to change, per field that allows another reading (the refusal's message).
-READING_FIXES = {
+_READING_FIXES = {
     "subject": (
         "The subject (X-Bailing-On-Behalf-Of) holds 64 lowercase hex digits with a '.' after "
         "them and a '.' or its start before them, so the same signature would also fit a "
@@ -408,7 +408,7 @@ class Verifier(_KeyRing):
             return  # no 64-digit run fits: the common case costs two length checks
         field = other_reading(method, path_with_query, on_behalf_of)
         if field is not None:
-            raise SignatureError("ambiguous_signature", detail=READING_FIXES[field])
+            raise SignatureError("ambiguous_signature", detail=_READING_FIXES[field])
 
     @staticmethod
     def check_body(method: str, body_length: int) -> None:
