@@ -63,6 +63,10 @@ def create_app() -> tuple[Flask, dict[str, Any]]:
     def taken(exc: ProfileTaken) -> Any:
         return jsonify(error="taken", row=exc.row), 409
 
+    @app.errorhandler(LookupError)
+    def recovered(exc: LookupError) -> Any:  # turns an exception into a success, row and all
+        return jsonify(ROW), 200
+
     @app.errorhandler(410)
     def gone(exc: Any) -> Any:
         return jsonify(error="gone", message="This profile was deleted.", row=ROW), 410
@@ -118,6 +122,12 @@ def create_app() -> tuple[Flask, dict[str, Any]]:
     def crash() -> Any:
         """A bug: the app's handler answers 500 with what it caught."""
         return {}[TOKEN]
+
+    @app.get("/recovered")
+    @tool(scope="p.read", response=Profile)
+    def recovered_call() -> Any:
+        """An exception the app's handler answers with 200 and the row."""
+        raise LookupError("cache miss")
 
     @app.get("/stream")
     @tool(scope="p.read", response=Profile)
@@ -210,6 +220,11 @@ def test_the_apps_error_handlers_cannot_send_the_row_either(hub: HubSimulator) -
                             "message": "Internal Server Error"}
     for response in (handled, raised, crash):
         assert_no_leak(response.body)
+
+
+def test_a_success_an_error_handler_makes_of_an_exception_is_projected(hub: HubSimulator) -> None:
+    response = hub.call("recovered_call", subject="t1:u1")
+    assert (response.status, response.json()) == (200, {"user_id": 7, "name": "Ann"})
 
 
 def test_flasks_html_error_page_becomes_json_with_the_description(hub: HubSimulator) -> None:
