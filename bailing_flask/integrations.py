@@ -129,11 +129,36 @@ def rate_limit_key() -> str:
     as Flask-Limiter's ``get_remote_address`` does::
 
         limiter = Limiter(key_func=bailing_flask.rate_limit_key, app=app)
+
+    An exact replay of a signed call (the same signature again, within the
+    window in which it verifies) proves nothing about who acts, so it never
+    counts against the subject's bucket: it is keyed on its remote address,
+    like any visitor. Replays are recognised by the signature, remembered in
+    the package's store (``BAILING_STORE``, shared by every worker and host
+    that shares the store), one write per tool call; only apps that use this
+    key function pay for it. If the store cannot answer, the call counts for
+    its subject, as before.
     """
     if is_tool_call():
-        verified: VerifiedCall = request.environ[ENVIRON_KEY]
+        environ = request.environ
+        verified: VerifiedCall = environ[ENVIRON_KEY]
+        if verified.signature and not _first_arrival(environ, verified.signature):
+            return request.remote_addr or "127.0.0.1"
         return f"bailing:subject:{verified.subject}" if verified.subject else "bailing:anonymous"
     return request.remote_addr or "127.0.0.1"
+
+
+def _first_arrival(environ: dict[str, Any], signature: str) -> bool:
+    state = _state()
+    if state is None:
+        return True
+    try:
+        return state.idempotency.first_arrival(environ, signature)
+    except Exception as exc:  # the store is down: count the call for its subject, as before
+        state.warn_once("rate_limit_store", "bailing: rate_limit_key could not ask the store "
+                        "whether a call is a replay (%s); replays count for their subject until "
+                        "it answers", type(exc).__name__)
+        return True
 
 
 # -- Flask-WTF -----------------------------------------------------------------------

@@ -63,9 +63,11 @@ _TABLE: tuple[Reason, ...] = (
        "X-Bailing-Job-Id must not contain '.'."),
     _r("ambiguous_signature", 401, "bad_signature",
        (
-           "The signed fields of this request could be read in more than one way (a '.' "
-           "followed by 64 hex digits and another '.' in the subject or the path and "
-           "query), so the signature cannot tell which request the hub signed."
+           "The signed fields of this request could be read as another request (64 "
+           "lowercase hex digits between dots in the subject, or the empty body's sha256 "
+           "between dots in a GET's path or query), so the signature cannot tell which one "
+           "the hub signed. Build subjects without such a run; send such a GET value without "
+           "the dots around it."
        )),
     _r("unexpected_body", 401, "bad_signature",
        "A GET or HEAD request signed by the hub never carries a body."),

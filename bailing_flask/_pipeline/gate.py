@@ -36,7 +36,7 @@ from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.idempotency import REPLAY_HEADER
-from bailing_flask._pipeline.projection import PROJECTION_KEY, finish
+from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
@@ -365,13 +365,16 @@ def run_gate(
 
     def execute() -> Response:
         # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
-        return finish(state, tool, call_view())
+        return finish(state, tool, call_view)
 
+    guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
     try:
         response = state.run_side_effect(tool, call, execute)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
         _failed(state, tool, call, exc, started)
         raise
+    if guarded:
+        environ[DECLARED_KEY] = response
     _after(state, tool, call, response, started)
     return response
 

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, current_app
+from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from bailing_flask.wire.headers import is_hop_by_hop
@@ -65,6 +65,8 @@ __all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
 logger = logging.getLogger("bailing_flask")
 
 REPLAY_HEADER = "Idempotent-Replayed"
+#: Whether this request's signature arrived for the first time (see :meth:`Idempotency.first_arrival`).
+FIRST_ARRIVAL_KEY = "bailing.first_arrival"
 #: response headers never replayed from the store (nor any hop-by-hop header)
 _SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 #: the hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref.util.is_hop_by_hop`` knows them
@@ -308,14 +310,30 @@ class Idempotency:
             cached = self._settings_cache = _Settings(lease, retention, defer)
         return cached
 
+    def first_arrival(self, environ: dict[str, Any], signature: str) -> bool:
+        """Whether this exact signature arrives for the first time (in the store, so for every
+        worker and host sharing it), remembered for as long as it can verify.
+
+        Asked at most once per request: the answer is kept in the environ, so
+        the replay check and the rate-limit key (:func:`~bailing_flask.rate_limit_key`)
+        agree. Raises :class:`StoreUnavailable`.
+        """
+        known = environ.get(FIRST_ARRIVAL_KEY)
+        if known is not None:
+            return bool(known)
+        verifier = self.state.middleware.verifier
+        window = verifier.window if verifier is not None else float(self.state.config("BAILING_WINDOW"))
+        first = self.store().remember_signature(signature, ttl_seconds=2 * float(window))
+        environ[FIRST_ARRIVAL_KEY] = first
+        return first
+
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
         config = self.state.app.config
         if not config.get(_REJECT_REPLAYS, DEFAULTS[_REJECT_REPLAYS]):
             return None
-        ttl = 2 * float(self.state.config("BAILING_WINDOW"))
         try:
-            first = self.store().remember_signature(call.verified.signature, ttl_seconds=ttl)
+            first = self.first_arrival(request.environ, call.verified.signature)
         except StoreUnavailable:
             if self._plan(tool).applies:
                 return ErrorInfo.make("idempotency_store_unavailable")

@@ -638,21 +638,22 @@ class Mix:
         return self._tampered("shift.body_hash", wire, "ambiguous_signature")
 
     def s_shift_query_lengthened(self) -> Req:
-        """The other direction: the subject's start moved into the query."""
-        args, _ = self._refund()
-        forged_body = js_json(args)
-        original_body = js_json({"order_id": args["order_id"], "amount": 0.01, "reason": "original"})
+        """The other direction, on a read: the subject's start moved into the query.
+
+        (On a write the same reading needs the hub to have signed a subject holding
+        ``.<sha256>.``, which is refused on every call; that write is not refused.)
+        """
         job = self.job()
         stamp = self.now()
-        original_subject = f"zz.{_sha(forged_body)}.{FULL}"
-        signature = sign_tool_call(self.secret, stamp, "POST", "/api/refunds/requests?note=a",
-                                   original_body, original_subject, job)
+        empty = _sha(b"")
+        original_subject = f"zz.{empty}.{FULL}"
+        signature = sign_tool_call(self.secret, stamp, "GET", "/api/orders?keyword=a", b"",
+                                   original_subject, job)
         headers = {"X-Bailing-Timestamp": str(stamp), "X-Bailing-Signature": signature,
                    "X-Bailing-Job-Id": job, "X-Bailing-Client": CLIENT,
-                   "X-Bailing-On-Behalf-Of": FULL, "X-Bailing-Tool-Scope": "refund.write",
-                   "Content-Type": "application/json"}
-        target = f"/api/refunds/requests?note=a.{_sha(original_body)}.zz"
-        return self._tampered("shift.query_lengthened", Wire("POST", target, headers, forged_body, job),
+                   "X-Bailing-On-Behalf-Of": FULL, "X-Bailing-Tool-Scope": "order.read"}
+        target = f"/api/orders?keyword=a.{empty}.zz"
+        return self._tampered("shift.query_lengthened", Wire("GET", target, headers, b"", job),
                               "ambiguous_signature")
 
     def s_shift_subject_job(self) -> Req:
