@@ -294,8 +294,9 @@ class Bailing:
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
-        #: called by the gate with every admitted :class:`ToolCall` (integrations)
-        self.admission_hooks: list[Callable[[Any], None]] = []
+        #: called by the gate with every :class:`ToolCall` it is about to admit
+        #: (integrations); an :class:`ErrorInfo` returned refuses the call
+        self.admission_hooks: list[Callable[[Any], ErrorInfo | None]] = []
         if app is not None:
             self.init_app(app)
 

@@ -343,10 +343,12 @@ def run_gate(
         replayed = state.idempotency.check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        refused = hook(call)
+        if refused is not None:  # the integration cannot serve this call (it says why)
+            return _refuse(state, tool, verified, refused, call)
     call.admit()
     environ[GATE_KEY] = tool
-    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
-        hook(call)
     if probe is not None:
         probe.gate = "admitted"
         if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
