@@ -267,8 +267,9 @@ def login_user_problem(loader: Any, user: Any) -> str | None:
     missing = [name for name in _LOGIN_ATTRIBUTES if not hasattr(user, name)]
     if not missing:
         return None
-    return (f"the subject loader {_qualname(loader)} returned a {type(user).__name__}, which "
-            f"Flask-Login cannot use as current_user (it has no {', '.join(missing)}): with "
+    return (f"the subject loader {_qualname(loader)} returned a value of type "
+            f"{type(user).__name__}, which Flask-Login cannot use as current_user (it has no "
+            f"{', '.join(missing)}): with "
             "bridge_flask_login the loader must return the objects your login_manager.user_loader "
             "returns (a UserMixin), or None for a subject it does not know")
 

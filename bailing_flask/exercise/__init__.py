@@ -649,9 +649,10 @@ class _Exercise:
             if layer.per_subject is True:
                 self.add(target, "cache", "pass", f"{layer.describe()}: one entry per acting subject")
             elif layer.per_subject is False:
-                self.add(target, "cache", "fail",
-                         f"{layer.describe()} is not keyed on the subject: the answer cached for the first "
-                         "authorized subject is served, without the view running, to every other one",
+                self.add(target, "cache", "warn",
+                         f"{layer.describe()} is not keyed on the subject: unless this tool answers the same "
+                         "to everyone, the answer cached for the first authorized subject is served, "
+                         "without the view running, to every other one (pass --subject twice to see it)",
                          layer.describe(), layer.fix)
             else:
                 self.add(target, "cache", "warn",
@@ -668,8 +669,8 @@ class _Exercise:
         probed = [user for subject, user in self.watch.loaded if subject == PROBE_SUBJECT and user is not None]
         if probed:
             self.add("subject_loader", "loader", "fail",
-                     f"the subject loader returned a {type(probed[0]).__name__} for the probe subject "
-                     f"{PROBE_SUBJECT!r}: a loader that creates the users it does not know makes the "
+                     f"the subject loader returned a value of type {type(probed[0]).__name__} for the "
+                     f"probe subject {PROBE_SUBJECT!r}: a loader that creates the users it does not know makes the "
                      "probe subject a user, and the hub's own probe then marks this provider suspect",
                      f"subject loader {name}",
                      "return None for a subject you do not know (provision users elsewhere, never from "

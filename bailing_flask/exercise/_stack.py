@@ -45,7 +45,7 @@ def view_name(func: Any) -> str:
 
 def _decorator(func: Any) -> str:
     """``charge_credit.<locals>.wrapper`` -> ``charge_credit``: the decorator that made ``func``."""
-    return code_name(func).split(".<locals>", 1)[0]
+    return code_name(func).rsplit(".<locals>.", 1)[0]
 
 
 def _module(func: Any) -> str:
