@@ -98,6 +98,7 @@ def test_browsers_keep_the_key_flask_caching_gave_them():
 
 def test_the_keys_of_hub_calls_and_of_everything_else_never_meet():
     app, _, _ = orders_app("cached-by-subject")
+    app.add_url_rule("/page", "page", lambda: bailing_flask.cache_key())
     with app.test_request_context("/api/orders"):
         assert bailing_flask.cache_key() == "view//api/orders"
         assert bailing_flask.cache_key("orders") == "orders"
@@ -119,7 +120,6 @@ def test_the_keys_of_hub_calls_and_of_everything_else_never_meet():
     assert len({alice, bob, anonymous}) == 3
     assert "t1:alice" not in alice  # a hash: any subject makes a valid key for every backend
     # a signed request to a route that is not a tool keeps the browsers' key
-    app.add_url_rule("/page", "page", lambda: bailing_flask.cache_key())
     page = app.test_client().get("/page", headers=signed_headers(STRONG_SECRET, "GET", "/page",
                                                                  subject="t1:alice"))
     assert page.get_data(as_text=True) == "view//page"
