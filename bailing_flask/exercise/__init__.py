@@ -321,7 +321,7 @@ class _Exercise:
             if self.probe_only:
                 runs = "nothing of the view's stack (probe requests only)"
             else:
-                runs = (f"the decorators {', '.join(decorators)}" if decorators else "no decorator")
+                runs = (f"decorators {', '.join(decorators)}" if decorators else "no decorator")
                 if tool.readonly and self.subject:
                     runs += f"; the view, as {' and '.join(repr(s) for s in subjects[1:])}"
                 else:

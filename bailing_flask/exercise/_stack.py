@@ -86,7 +86,7 @@ def decorators_of(app: Flask, endpoint: str, method: str) -> list[str]:
     names = []
     for func in _stack(app, endpoint, method):
         layer = _cache_layer(func)
-        names.append(layer.decorator if layer is not None else _decorator(func))
+        names.append(f"{layer.decorator} ({layer.key})" if layer is not None else _decorator(func))
     return names
 
 
