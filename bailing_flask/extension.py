@@ -420,7 +420,10 @@ class Bailing:
         then work for hub calls unchanged; ``fresh_login_required`` refuses
         them (``403 fresh_login_required``: a hub call is never a fresh
         login). The subject loader must return the objects your
-        ``user_loader`` returns. See :class:`~bailing_flask.integrations.FlaskLoginBridge`.
+        ``user_loader`` returns (or ``None``): a call whose user Flask-Login
+        cannot use (a ``dict``, a plain dataclass) is refused
+        ``500 login_user_invalid``, logged with the loader's name. See
+        :class:`~bailing_flask.integrations.FlaskLoginBridge`.
         """
         bridge = FlaskLoginBridge(login_manager)
         self.admission_hooks.append(bridge.admit)

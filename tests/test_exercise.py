@@ -195,11 +195,30 @@ def test_the_cli_exit_status_and_output():
 
 def test_the_exercise_leaves_the_apps_hooks_as_they_were():
     app: Flask = create_app()
-    before = {key: list(funcs) for key, funcs in app.before_request_funcs.items()}
+    tables = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
+
+    def hooks() -> dict[str, Any]:
+        return {table: {key: list(funcs) for key, funcs in getattr(app, table).items()} for table in tables}
+
+    before = hooks()
+    ext = app.extensions["bailing"].ext
+    loader, authorizer = ext.subject_loader_func, ext.authorizer_func
     unauthorized = app.login_manager.unauthorized
-    run_exercise(app)
-    assert {key: list(funcs) for key, funcs in app.before_request_funcs.items()} == before
+    run_exercise(app, subject="t1:alice")
+    assert hooks() == before
+    assert (ext.subject_loader_func, ext.authorizer_func) == (loader, authorizer)
     assert app.login_manager.unauthorized == unauthorized
+
+
+def test_the_exercise_leaves_the_database_engines_as_they_were(db_file):
+    app = exercise_db_app.create_app("sqlalchemy")
+    with app.app_context():
+        dialect = app.extensions["sqlalchemy"].engine.dialect
+    run_exercise(app, subject="t1:alice")
+    assert "do_commit" not in vars(dialect)  # commits commit again
+    with app.test_request_context("/"):
+        app.preprocess_request()  # the visit log of a real request
+    assert exercise_db_app.rows()["visits"] == 1
 
 
 def test_an_app_that_serves_no_catalog_is_exercised_all_the_same():

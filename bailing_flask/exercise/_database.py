@@ -16,8 +16,10 @@ takes the writes back:
   through a proxy whose ``commit()`` rolls back, and the request's work is
   rolled back when the request ends.
 
-Anything else (another database, a file, an e-mail, an HTTP call) is not
-reached, and the exercise says so before it runs.
+Anything else (another database, a file, an e-mail, an HTTP call, a
+transaction block the app opens itself on a DB-API connection such as
+psycopg's ``conn.transaction()``) is not reached, and the exercise says
+what it reaches before it runs.
 """
 
 from __future__ import annotations
