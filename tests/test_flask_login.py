@@ -198,6 +198,15 @@ def test_check_names_a_loader_declared_to_return_a_dict():
             "declared to return dict") in result.output
 
 
+def test_the_flask_command_check_names_the_loader_too():
+    from .helpers import flask_command
+
+    result = flask_command("tests.apps.exercise_apps:login_bridge_with('annotated')", "bailing", "check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "login_user_invalid" in result.stdout
+    assert "load_account is declared to return dict" in result.stdout
+
+
 def test_the_exercise_names_the_loader_whose_users_flask_login_cannot_use():
     from bailing_flask.exercise import run_exercise
 

@@ -64,7 +64,7 @@ class ExerciseProbe:
     """What the gate and the declared view saw during one exercise request.
 
     ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
-    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate must refuse it; if it admits, the view does not run), ``"stack"`` (after the
     gate, the view's own decorators run up to the declared view, which is
     never called) or ``"subject"`` (a real subject on a read-only tool: the
     view runs).
