@@ -170,6 +170,12 @@ _TABLE: tuple[Reason, ...] = (
            "This tool's view requires a logged-in user, and the call's subject is "
            "anonymous or not a user of this application."
        )),
+    _r("login_user_invalid", 500, "login_user_invalid",
+       (
+           "This tool's view uses Flask-Login, but the app's subject loader returned an "
+           "object Flask-Login cannot use as the current user; the tool's operator has to "
+           "fix the subject loader (the server log names it)."
+       )),
     _r("fresh_login_required", 403, "forbidden",
        (
            "This tool's view requires a fresh interactive login, which a call through "

@@ -10,6 +10,7 @@ import http.client
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 #: The secret of the hub's frozen test vectors (the hub's published test vectors).
 HUB_SECRET = "bailing-test-secret"
@@ -77,3 +78,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """Run the real ``flask`` CLI on ``app_spec`` in a subprocess, from the repository's root.
+
+    Returns the ``CompletedProcess`` (``stdout`` and ``stderr`` as text).
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    environ.pop("FLASK_APP", None)
+    return subprocess.run([sys.executable, "-m", "flask", "--app", app_spec, *args], cwd=root,
+                          env=environ, capture_output=True, text=True, timeout=600, check=False)

@@ -64,7 +64,7 @@ class ExerciseProbe:
     """What the gate and the declared view saw during one exercise request.
 
     ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
-    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate must refuse it; if it admits, the view does not run), ``"stack"`` (after the
     gate, the view's own decorators run up to the declared view, which is
     never called) or ``"subject"`` (a real subject on a read-only tool: the
     view runs).
@@ -343,10 +343,12 @@ def run_gate(
         replayed = state.idempotency.check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        refused = hook(call)
+        if refused is not None:  # the integration cannot serve this call (it says why)
+            return _refuse(state, tool, verified, refused, call)
     call.admit()
     environ[GATE_KEY] = tool
-    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
-        hook(call)
     if probe is not None:
         probe.gate = "admitted"
         if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
