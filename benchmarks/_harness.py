@@ -115,14 +115,25 @@ class Result:
         if self.skipped:
             return "-"
         if self.unit:
-            return f"{self.ratio:.2f} {self.unit}"
+            return f"{_number(self.ratio)} {self.unit}"
         return f"{self.ratio:.3f}"
 
     def spread_text(self) -> str:
         if self.skipped:
             return "-"
-        digits = 2 if self.unit else 3
-        return f"{self.spread[0]:.{digits}f}-{self.spread[1]:.{digits}f}"
+        if self.unit:
+            return f"{_number(self.spread[0])}-{_number(self.spread[1])}"
+        return f"{self.spread[0]:.3f}-{self.spread[1]:.3f}"
+
+    def noise(self) -> str:
+        """How wide the spread is: the IQR as +-% of the median (ratios only)."""
+        if self.skipped or self.unit or not self.ratio:
+            return "-"
+        return f"±{50 * (self.spread[1] - self.spread[0]) / abs(self.ratio):.1f}%"
+
+    def target_in_spread(self) -> bool:
+        """The target lies inside the IQR: met or missed is within the noise of this run."""
+        return bool(self.op) and not self.skipped and self.spread[0] <= self.threshold <= self.spread[1]
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -134,6 +145,11 @@ class Result:
         if self.skipped:
             data["ratio"] = None  # NaN is not JSON
         return data
+
+
+def _number(value: float) -> str:
+    """A count as an integer, anything else with two decimals."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
 
 
 def skipped_result(group: str, name: str, metric: str, op: str, threshold: float, why: str,
