@@ -88,9 +88,9 @@ def _columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
 
 
 def _table(results: list[Result]) -> str:
-    header = ("group", "benchmark", "measured", "IQR", "noise", "rounds", "target", "result")
-    rows = [(r.group, r.name, r.figure(), r.spread_text(), r.noise(), str(r.rounds), r.target, r.verdict)
-            for r in results]
+    header = ("group", "benchmark", "measured", "IQR", "noise", "95% CI", "rounds", "target", "result")
+    rows = [(r.group, r.name, r.figure(), r.spread_text(), r.noise(), r.ci_text(), str(r.rounds), r.target,
+             r.verdict + ("?" if r.undecided() else "")) for r in results]
     out = _columns(header, rows)
     notes = [note for r in results for note in r.notes]
     skipped = [f"{r.group}/{r.name}: skipped - {r.skipped}" for r in results if r.skipped]
@@ -101,9 +101,9 @@ def _table(results: list[Result]) -> str:
 
 
 def _issue_table(rows: list[dict[str, Any]]) -> str:
-    header = ("measure (issue 22)", "now", "target", "measured", "IQR", "noise", "result")
-    body = [(r["measure"], r["now"], r["target"], r["measured"], r["spread"], r["noise"], r["verdict"])
-            for r in rows]
+    header = ("measure (issue 22)", "now", "target", "measured", "IQR", "noise", "95% CI", "result")
+    body = [(r["measure"], r["now"], r["target"], r["measured"], r["spread"], r["noise"], r["ci"],
+             r["verdict"]) for r in rows]
     return "\n".join(_columns(header, body))
 
 

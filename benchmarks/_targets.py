@@ -48,7 +48,7 @@ def issue_rows(results: list[Result]) -> list[dict[str, Any]]:
         elif r.skipped:
             verdict = f"skipped: {r.skipped}"
         else:
-            verdict = r.verdict + (" (target inside IQR)" if r.target_in_spread() else "")
+            verdict = r.verdict + (" (undecided: target inside the 95% CI)" if r.undecided() else "")
         rows.append({
             "measure": measure,
             "now": now,
@@ -56,6 +56,7 @@ def issue_rows(results: list[Result]) -> list[dict[str, Any]]:
             "target": target,
             "measured": r.figure() if r else "not run",
             "spread": r.spread_text() if r else "",
+            "ci": r.ci_text() if r else "",
             "noise": r.noise() if r else "",
             "rounds": r.rounds if r else 0,
             "verdict": verdict,

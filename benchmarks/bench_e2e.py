@@ -49,7 +49,7 @@ from typing import Any
 from bailing_flask.testing import HubSimulator
 
 from . import _apps
-from ._harness import Result, quartiles, skipped_result
+from ._harness import Result, median_ci, quartiles, skipped_result
 from ._server import Gunicorn, LoadGen, Side, gunicorn_available, interleaved, rate_ratios, side_summary
 
 GROUP = "e2e"
@@ -92,7 +92,8 @@ def _result(name: str, candidate: Side, baseline: Side, op: str, threshold: floa
         + f"; load generator CPU share {max(cand['client_cpu_share_median'], base['client_cpu_share_median']):.2f}"
     ]
     return Result(group=GROUP, name=name, metric=metric, ratio=ratio, spread=spread, op=op,
-                  threshold=threshold, rounds=len(ratios), details=details, notes=notes)
+                  threshold=threshold, rounds=len(ratios), details=details, notes=notes,
+                  ci=median_ci(ratios))
 
 
 def _cpu_result(name: str, candidate: Side, baseline: Side, metric: str) -> Result | None:
@@ -109,7 +110,8 @@ def _cpu_result(name: str, candidate: Side, baseline: Side, metric: str) -> Resu
         return None
     return Result(group=GROUP, name=name, metric=metric, ratio=statistics.median(ratios),
                   spread=quartiles(ratios), op="", threshold=0.0, rounds=len(ratios),
-                  details={"ratios": ratios, "clock": "workers' user+system CPU from /proc (10 ms ticks)"})
+                  details={"ratios": ratios, "clock": "workers' user+system CPU from /proc (10 ms ticks)"},
+                  ci=median_ci(ratios))
 
 
 def run(quick: bool = False) -> list[Result]:

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._harness import Result, quartiles
+from ._harness import Result, median_ci, quartiles
 
 GROUP = "imports"
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +139,8 @@ def _ratio_row(name: str, ns: dict[str, list[int]], baseline: str, op: str, thre
     ratios = [b / f for b, f in zip(ns["bailing_flask"], ns[baseline])]
     return Result(group=GROUP, name=name, metric=metric, ratio=statistics.median(ratios),
                   spread=quartiles(ratios), op=op, threshold=threshold, rounds=len(ratios),
-                  details={**details, "ratio_min": min(ratios), "ratio_max": max(ratios)})
+                  details={**details, "ratio_min": min(ratios), "ratio_max": max(ratios)},
+                  ci=median_ci(ratios))
 
 
 def run(quick: bool = False) -> list[Result]:

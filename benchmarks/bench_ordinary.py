@@ -35,7 +35,7 @@ from bailing_flask.wire.middleware import ENVIRON_KEY
 
 from . import _apps
 from ._calls import count_case
-from ._harness import Result, compare, quartiles, ratio_result
+from ._harness import Result, compare, median_ci, quartiles, ratio_result
 from ._wsgi import SameRequest, base_environ, call_once
 
 GROUP = "ordinary"
@@ -85,7 +85,7 @@ def run(quick: bool = False) -> list[Result]:
                      metric="calls/s of an ordinary (non-tool) route of an app with Bailing(app), "
                             "unsigned GET / the same route in plain Flask (thread CPU)"),
         Result(group=GROUP, name="route_added_us", unit="us", ratio=statistics.median(added),
-               spread=quartiles(added), op="", threshold=0.0, rounds=len(added),
+               spread=quartiles(added), op="", threshold=0.0, rounds=len(added), ci=median_ci(added),
                metric="CPU µs per request the package adds to an ordinary route (no target)",
                details={"clock": per_round.clock, "blocks": dict(per_round.stats)}),
         Result(group=GROUP, name="route_python_calls", unit="/call", ratio=counts["bailing"].median("python"),

@@ -63,7 +63,7 @@ from bailing_flask.wire.middleware import ENVIRON_KEY
 from . import _apps
 from ._audit import SINK_SETTING, AuditFile, LoggingAudit, audited, check_one_line, direct_sink_setup
 from ._calls import CountSummary, count_case
-from ._harness import Result, Rounds, compare, quartiles, ratio_result, skipped_result
+from ._harness import Result, Rounds, compare, median_ci, quartiles, ratio_result, skipped_result
 from ._wsgi import FreshCalls, HubSigner, SameRequest, call_once, environ_for
 
 GROUP = "toolcall"
@@ -191,7 +191,7 @@ def build(method: str, audit: Audit) -> tuple[dict[str, Any], dict[str, Any]]:
         for variant in ("tool_audit_logging", "tool_audit_sink"):
             if variant in cases:
                 facts[f"{variant}_record_fields"] = len(check_one_line(cases[variant]))
-        facts["audit_file_dir"] = audit.log_file.path.rsplit("/", 1)[0]
+        facts["audit_file_dir"] = os.path.dirname(audit.log_file.path)
     audit.logging.set("off")
     return cases, facts
 
@@ -205,7 +205,7 @@ def _difference(per_round: Rounds, name: str, minus: str, metric: str, result_na
     return Result(
         group=GROUP, name=result_name, metric=metric, ratio=statistics.median(diffs),
         spread=quartiles(diffs), op="", threshold=0.0, rounds=len(diffs), unit="us",
-        details={"clock": per_round.clock, "blocks": dict(per_round.stats)},
+        details={"clock": per_round.clock, "blocks": dict(per_round.stats)}, ci=median_ci(diffs),
     )
 
 
