@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     print(_issue_table(rows))
     targeted = [r for r in results if not r.informational]
     missing = [g for g in ISSUE_22_GROUPS if g not in groups]
+    undecided = sum(r["verdict"].endswith("95% CI)") for r in rows)
     print(f"\nissue 22: {sum(r['met'] for r in rows)}/{len(rows)} targets met"
+          + (f", {undecided} undecided (target inside the 95% CI: run again)" if undecided else "")
           + (f" (groups not run: {', '.join(missing)})" if missing else "")
           + f"; all groups: {sum(r.passed for r in targeted)}/{len(targeted)} targets met; "
           f"{total:.1f}s; load average at start {load_start}, at end {load_end} on {os.cpu_count()} CPUs")
