@@ -75,36 +75,31 @@ class BailingKwargs(TypedDict, total=False):
 
     secrets: str | Sequence[str] | Mapping[str, str]
     secret: str
-    window: int
-    max_body_size: int
-    body_timeout: float | None
-    spool_threshold: int
+    window: int | str
+    max_body_size: int | str
+    body_timeout: float | str | None
+    spool_threshold: int | str
     public_prefix: str | None
     raw_target: Literal["auto", "reconstruct"]
-    require_signature: Sequence[str]
-    catalog_path: str | None
-    probe_path: str | None
+    require_signature: Sequence[str] | str
+    path_prefix: str
     catalog_title: str | None
     catalog_version: str
-    public_catalog: bool
-    audit_argument_values: bool
-    response_size_warning: int | None
-    response_max_items: int | None
+    public_catalog: bool | str
+    audit_argument_values: bool | str
+    response_size_warning: int | str | None
+    response_max_items: int | str | None
     store: str | IdempotencyStore | None
-    idempotency_retention: float
-    idempotency_lease: float
-    idempotency_defer_completion: bool
-    reject_replays: bool
+    idempotency_retention: float | str
+    idempotency_lease: float | str
+    idempotency_defer_completion: bool | str
+    reject_replays: bool | str
     transaction: TransactionAdapter | Literal["sqlalchemy"] | None
-    transactional: bool
+    transactional: bool | str
     client_tokens: str | Sequence[str] | Mapping[str, str] | None
     hub_url: str | None
-    callback_path: str | None
-    delivery_path: str | None
-    approval_path: str | None
-    callback_window_ms: int
-    callback_max_body_size: int
+    callback_max_body_size: int | str
     base_url: str | None
-    csrf_exempt: bool
-    approval_retention: float
-    otel: bool
+    csrf_exempt: bool | str
+    approval_retention: float | str
+    otel: bool | str

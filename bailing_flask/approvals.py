@@ -86,7 +86,7 @@ class BusinessApprovals:
 
     @property
     def retention(self) -> float:
-        return float(self.state.config("BAILING_APPROVAL_RETENTION"))
+        return float(self.state.config.approval_retention)
 
     # -- recording ------------------------------------------------------------------
 

@@ -91,25 +91,22 @@ def export_command(output: str | None, indent: int | None) -> None:
 
 def _registration() -> list[str]:
     """What to register in the hub for this app: base_url and spec_url."""
-    from bailing_flask._pipeline.mount import application_root
     from bailing_flask.wire.base_url import parse_base_url
 
     state = _state()
-    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    base = parse_base_url(state.config.base_url)
     prefix = state.middleware.public_prefix
-    mount = prefix if prefix is not None else application_root(current_app)
-    catalog_path = state.config("BAILING_CATALOG_PATH")
+    mount = prefix if prefix is not None else state.config.application_root
+    catalog_path = state.config.catalog_path
     if base is not None:
         lines = [f"register in the hub: base_url {base.url}  (BAILING_BASE_URL)"]
-        if catalog_path:
-            lines.append(f"                     spec_url {base.origin}{mount}{catalog_path}  "
-                         f"(the app served under {mount or '/'!r})")
+        lines.append(f"                     spec_url {base.origin}{mount}{catalog_path}  "
+                     f"(the app served under {mount or '/'!r})")
         return lines
     root = f"https://<public host>{mount}"
     lines = [f"register in the hub: base_url {root}  (where the app's root is served; "
              "set BAILING_BASE_URL to state it)"]
-    if catalog_path:
-        lines.append(f"                     spec_url {root}{catalog_path}")
+    lines.append(f"                     spec_url {root}{catalog_path}")
     return lines
 
 
@@ -235,7 +232,7 @@ def tools_command(as_json: bool) -> None:
         if tool.options.business_approval:
             note.append("business approval")
         dedup = tool.deduplication
-        if tool.deduplicated and in_transaction_mode(tool, state.app.config):
+        if tool.deduplicated and in_transaction_mode(tool, state.config):
             dedup += ", in transaction"
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
                      dedup, ", ".join(note)))
@@ -320,7 +317,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     from bailing_flask.stores import StoredResponse
 
     store = _state().idempotency.store()
-    retention = float(_state().config("BAILING_IDEMPOTENCY_RETENTION"))
+    retention = float(_state().config.idempotency_retention)
     response = None
     if not rerun:
         try:
@@ -350,18 +347,18 @@ def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]
     """The base URL this app's catalog paths are relative to, and where that comes from.
 
     ``BAILING_BASE_URL`` if set; otherwise the URL the app's root is served at,
-    read off ``--catalog-url`` (the public catalog URL minus BAILING_CATALOG_PATH).
+    read off ``--catalog-url`` (the public catalog URL minus the catalog's path).
     """
     from urllib.parse import urlsplit
 
     from bailing_flask.wire.base_url import parse_base_url
 
     state = _state()
-    base = parse_base_url(state.config("BAILING_BASE_URL"))
+    base = parse_base_url(state.config.base_url)
     if base is not None:
         return base.url, "BAILING_BASE_URL"
-    catalog_path = state.config("BAILING_CATALOG_PATH")
-    if catalog_url and catalog_path:
+    catalog_path = state.config.catalog_path
+    if catalog_url:
         parts = urlsplit(catalog_url.strip())
         if parts.scheme and parts.netloc and parts.path.endswith(catalog_path):
             root = parts.path[: len(parts.path) - len(catalog_path)].rstrip("/")
@@ -371,12 +368,9 @@ def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]
 
 
 def _first_secret() -> str:
-    from bailing_flask.settings import provider_secrets
     from bailing_flask.wire.signing import primary_secret
 
-    secret = primary_secret(
-        provider_secrets(current_app.config)
-    )
+    secret = primary_secret(_state().config.secrets)
     if secret is None:
         raise click.ClickException(
             "this command needs the provider secret: set BAILING_SECRETS (the tool source's secret "

@@ -1,12 +1,13 @@
 """Configuration mistakes, found at start-up and by ``flask bailing check``.
 
-Each problem names the setting to fix. Found when ``init_app`` runs:
+Each problem names the setting to fix. Found when ``init_app`` runs, after
+:func:`bailing_flask.settings.load_config` has checked every value's type
+(and refused unknown and renamed keys):
 
-* an invalid ``BAILING_STORE`` URL: ``init_app`` raises
+* an invalid ``BAILING_STORE`` URL or store object, an invalid
+  ``BAILING_TRANSACTION`` or ``BAILING_HUB_URL``: ``init_app`` raises
   :class:`~bailing_flask.errors.ConfigurationError` (otherwise the first
-  side-effecting call would answer 500);
-* an unknown ``BAILING_*`` key, with the nearest valid name (a misspelt
-  setting is otherwise silently ignored): a warning;
+  call that needs it would answer 500);
 * a secret or client token with surrounding whitespace: an error logged at
   start-up (the hub trims the secrets it stores, so such a value can never
   match one of its signatures).
@@ -15,8 +16,8 @@ Found at the first request (handlers and templates may be registered after
 ``init_app``) and by ``check``:
 
 * an event handler (``job_finished``, ``delivery``, ``approval_request``)
-  without ``BAILING_CLIENT_TOKENS``, or whose path setting is off: every
-  hub POST would be refused and the event lost;
+  without ``BAILING_CLIENT_TOKENS``: every hub POST would be refused and
+  the event lost;
 * a template that renders ``bailing_chat_widget`` without
   ``BAILING_HUB_URL`` (or without a client token to sign tickets);
 * a ``business_approval`` tool without an approval handler, a client token
@@ -28,7 +29,6 @@ Found at the first request (handlers and templates may be registered after
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -39,14 +39,13 @@ from flask import Flask
 
 from bailing_flask.wire.jsenc import js_trim
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.settings import DEFAULTS
+from bailing_flask.settings import Config
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
 
 __all__ = [
     "ConfigProblem",
-    "SECRET_SETTINGS",
     "check_settings",
     "check_wiring",
     "check_all",
@@ -57,15 +56,9 @@ __all__ = [
 
 logger = logging.getLogger("bailing_flask")
 
-#: Settings whose values are secrets: never shown, only labels and lengths.
-SECRET_SETTINGS = ("BAILING_SECRETS", "BAILING_SECRET", "BAILING_CLIENT_TOKENS")
-#: Accepted besides the settings table (the one-secret spelling).
-_ALSO_KNOWN = frozenset({"BAILING_SECRET"})
-_HANDLER_PATHS = {
-    "job": ("job_finished", "BAILING_CALLBACK_PATH"),
-    "delivery": ("delivery", "BAILING_DELIVERY_PATH"),
-    "approval": ("approval_request", "BAILING_APPROVAL_PATH"),
-}
+#: callback kind -> the decorator that registers its handler
+_HANDLER_DECORATORS = {"job": "job_finished", "delivery": "delivery", "approval": "approval_request"}
+_SQLALCHEMY = ("sqlalchemy", "flask_sqlalchemy", "flask-sqlalchemy")
 _WIDGET_CALL = re.compile(r"bailing_chat_widget\s*\(")
 _MAX_TEMPLATES = 500
 _MAX_TEMPLATE_CHARS = 256 * 1024
@@ -98,27 +91,19 @@ def secret_items(value: Any) -> list[tuple[str, Any]]:
     return []
 
 
-def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
-    """Problems visible in the configuration alone."""
+def check_settings(config: Config) -> list[ConfigProblem]:
+    """Problems visible in the configuration alone (its types are checked already)."""
     problems: list[ConfigProblem] = []
-    known = set(DEFAULTS) | _ALSO_KNOWN
-    for key in sorted(k for k in config if isinstance(k, str) and k.startswith("BAILING_")):
-        if key in known:
-            continue
-        nearest = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {nearest[0]}?" if nearest else "; see the configuration reference"
-        problems.append(ConfigProblem(
-            "warning", key, "unknown_setting", f"{key} is not a bailing_flask setting and is "
-            f"ignored{hint}"))
-    for setting in SECRET_SETTINGS:
-        for label, secret in secret_items(config.get(setting)):
+    for setting, value in (("BAILING_SECRETS", config.secrets),
+                           ("BAILING_CLIENT_TOKENS", config.client_tokens)):
+        for label, secret in secret_items(value):
             if isinstance(secret, str) and secret.strip() and js_trim(secret) != secret:
                 problems.append(ConfigProblem(
                     "error", setting, "secret_whitespace",
                     f"{setting}[{label!r}] starts or ends with whitespace; the hub trims the "
                     "secrets it stores, so this one can never match (strip it where it is "
                     "loaded, e.g. a trailing newline of a file)"))
-    store = config.get("BAILING_STORE")
+    store = config.store
     if isinstance(store, str):
         from bailing_flask.stores import store_from_url
 
@@ -139,7 +124,36 @@ def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
                 "error", "BAILING_STORE", "invalid_store",
                 "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://...) or an "
                 "IdempotencyStore"))
+    problems.extend(_transaction_problems(config.transaction))
+    if config.hub_url:
+        from bailing_flask.hub.client import normalize_hub_url
+
+        try:
+            normalize_hub_url(config.hub_url)
+        except ConfigurationError as exc:
+            problems.append(ConfigProblem("error", "BAILING_HUB_URL", "invalid_hub_url",
+                                          str(exc).replace("hub_url", "BAILING_HUB_URL", 1)))
     return problems
+
+
+def _transaction_problems(value: object) -> list[ConfigProblem]:
+    """``BAILING_TRANSACTION``: an adapter, ``"sqlalchemy"`` or ``None``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        if value.strip().lower() in _SQLALCHEMY:
+            return []  # Flask-SQLAlchemy may be initialised after Bailing: found on first use
+    else:
+        # an adapter object exists only once its module is imported: this imports nothing new
+        from bailing_flask.transactional import TransactionAdapter
+
+        if isinstance(value, TransactionAdapter):
+            return []
+    shown = f"{value.strip()[:24]!r}" if isinstance(value, str) else f"a {type(value).__name__}"
+    return [ConfigProblem(
+        "error", "BAILING_TRANSACTION", "invalid_transaction",
+        "BAILING_TRANSACTION must be SQLAlchemyTransaction(db), DBAPITransaction(get_db) (from "
+        f"bailing_flask.transactional), 'sqlalchemy' or None, not {shown}")]
 
 
 def widget_templates(app: Flask) -> list[str]:
@@ -163,22 +177,15 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
                  ) -> list[ConfigProblem]:
     """Problems between settings and what the app registered (handlers, templates, tools)."""
     problems: list[ConfigProblem] = []
-    has_tokens = bool(secret_items(state.config("BAILING_CLIENT_TOKENS")))
+    has_tokens = bool(secret_items(state.config.client_tokens))
     handlers = state.ext.callback_handlers
-    for kind, (decorator, path_setting) in _HANDLER_PATHS.items():
-        if kind not in handlers:
-            continue
-        if not has_tokens:
+    for kind, decorator in _HANDLER_DECORATORS.items():
+        if kind in handlers and not has_tokens:
             problems.append(ConfigProblem(
                 "error", "BAILING_CLIENT_TOKENS", "handler_without_client_token",
                 f"a @bailing.{decorator} handler is registered but BAILING_CLIENT_TOKENS is not "
                 "set: every hub POST to it is refused (503) and the event is lost"))
-        if not state.config(path_setting):
-            problems.append(ConfigProblem(
-                "error", path_setting, "handler_without_path",
-                f"a @bailing.{decorator} handler is registered but {path_setting} is off, so "
-                "nothing receives the hub's POSTs"))
-    hub_url = state.config("BAILING_HUB_URL")
+    hub_url = state.config.hub_url
     if templates and not (hub_url and has_tokens):
         users = widget_templates(state.app)
         if users:
@@ -199,7 +206,7 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
             names = ", ".join(approved) + (" needs" if len(approved) == 1 else " need")
             if "approval" not in handlers:
                 problems.append(ConfigProblem(
-                    "error", "BAILING_APPROVAL_PATH", "business_approval_without_handler",
+                    "error", "approval_request", "business_approval_without_handler",
                     f"{names} the business's approval, but no @bailing.approval_request "
                     "handler receives approval requests: every call is refused"))
             if not hub_url:
@@ -229,7 +236,7 @@ def _login_bridge_problems(state: BailingState) -> list[ConfigProblem]:
 
 def check_all(state: BailingState) -> list[ConfigProblem]:
     """Everything :func:`check_settings` and :func:`check_wiring` find."""
-    return check_settings(state.app.config) + check_wiring(state)
+    return check_settings(state.config) + check_wiring(state)
 
 
 def _log(state: BailingState, problems: Iterable[ConfigProblem]) -> None:
@@ -239,12 +246,17 @@ def _log(state: BailingState, problems: Iterable[ConfigProblem]) -> None:
                         level=logging.ERROR if problem.severity == "error" else logging.WARNING)
 
 
-def check_at_init(app: Flask) -> list[ConfigProblem]:
+_FATAL = {"invalid_store", "invalid_transaction", "invalid_hub_url"}
+
+
+def check_at_init(config: Config) -> list[ConfigProblem]:
     """Raise for a configuration that cannot work; return the rest for logging."""
-    problems = check_settings(app.config)
+    problems = check_settings(config)
     for problem in problems:
-        if problem.code == "invalid_store":
-            raise ConfigurationError(f"BAILING_STORE: {problem.message}")
+        if problem.code in _FATAL:
+            message = problem.message
+            raise ConfigurationError(message if message.startswith(problem.setting)
+                                     else f"{problem.setting}: {message}")
     return problems
 
 

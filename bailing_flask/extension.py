@@ -18,7 +18,7 @@ from flask import Flask, Response, has_request_context, request
 
 from bailing_flask._state import EXTENSION_KEY, state_of
 from bailing_flask._pipeline.mount import path_map_for
-from bailing_flask.wire.base_url import PathMap, checked_base_url
+from bailing_flask.wire.base_url import PathMap
 from bailing_flask._pipeline.sync import call_sync, check_async_support
 from bailing_flask._pipeline.catalog import Catalog, build_catalog
 from bailing_flask.errors import ConfigurationError, SignatureError
@@ -26,7 +26,7 @@ from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_
 from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from bailing_flask._pipeline.registry import Registry, build_registry
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
-from bailing_flask.settings import DEFAULTS, provider_secrets
+from bailing_flask.settings import Config, load_config, option_key
 from bailing_flask.declare import get_declaration, get_wrapped_by
 from bailing_flask.declare import tool as _tool
 from bailing_flask.wire.middleware import BailingMiddleware
@@ -63,9 +63,11 @@ def _transaction_mode(idempotency: Idempotency) -> TransactionalIdempotency:
 class BailingState:
     """Per-app state: configuration, middleware, compiled registry and catalog."""
 
-    def __init__(self, ext: Bailing, app: Flask, middleware: BailingMiddleware) -> None:
+    def __init__(self, ext: Bailing, app: Flask, middleware: BailingMiddleware, config: Config) -> None:
         self.ext = ext
         self.app = app
+        #: the configuration, read once by ``init_app`` (see :mod:`bailing_flask.settings`)
+        self.config = config
         self.middleware = middleware
         self._lock = threading.Lock()
         self._registry: Registry | None = None
@@ -89,15 +91,10 @@ class BailingState:
         """What every ``@tool`` wrapper calls instead of the view (the gate decides first)."""
         return run_declared_view(declaration, view, args, kwargs, is_async)
 
-    def config(self, key: str) -> Any:
-        return self.app.config.get(key, DEFAULTS.get(key))
-
     @property
     def own_paths(self) -> frozenset[str]:
         """The paths of the package's own endpoints: catalog, probe and callbacks."""
-        keys = ("BAILING_CATALOG_PATH", "BAILING_PROBE_PATH", "BAILING_CALLBACK_PATH",
-                "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH")
-        return frozenset(str(path) for path in (self.config(key) for key in keys) if path)
+        return self.config.own_paths
 
     @property
     def has_secret(self) -> bool:
@@ -124,7 +121,7 @@ class BailingState:
             current = self._registry
             if current is None or current.rule_count != _rule_count(self.app):
                 started = bool(getattr(self.app, "_got_first_request", False))
-                current = build_registry(self.app, self.ext.authorizer_func is not None)
+                current = build_registry(self.app, self.ext.authorizer_func is not None, self.config)
                 install_gates(self, current)
                 self._registry = current
                 self._catalog = None
@@ -143,9 +140,9 @@ class BailingState:
                     or self._catalog.path_map != paths):
                 catalog = build_catalog(
                     registry,
-                    title=self.config("BAILING_CATALOG_TITLE") or self.app.name,
-                    version=str(self.config("BAILING_CATALOG_VERSION")),
-                    probe_path=self.config("BAILING_PROBE_PATH"),
+                    title=self.config.catalog_title or self.app.name,
+                    version=self.config.catalog_version,
+                    probe_path=self.config.probe_path,
                     path_map=paths,
                 )
                 self._catalog = catalog
@@ -230,7 +227,7 @@ class BailingState:
     def _first_client_token(self) -> str:
         from bailing_flask.wire.signing import primary_secret
 
-        token = primary_secret(self.config("BAILING_CLIENT_TOKENS"))
+        token = primary_secret(self.config.client_tokens)
         if token is None:
             raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
         return token
@@ -238,7 +235,7 @@ class BailingState:
     def hub_client(self) -> HubClient:
         from bailing_flask.hub.client import HubClient
 
-        hub_url = self.config("BAILING_HUB_URL")
+        hub_url = self.config.hub_url
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
         # decisions the hub accepts are recorded, for business_approval tools
@@ -261,7 +258,7 @@ class BailingState:
         """
         from bailing_flask.hub.tickets import sign_ticket, widget_script_tag
 
-        hub_url = self.config("BAILING_HUB_URL")
+        hub_url = self.config.hub_url
         if not hub_url:
             raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
         ticket = sign_ticket(self._first_client_token(), uid, chat_only=chat_only) if uid else None
@@ -280,16 +277,12 @@ class Bailing:
     :param app: the app, or ``None`` to call :meth:`init_app` later.
     :param options: defaults for the ``BAILING_*`` settings, by their
         lower-case name without the prefix (``secrets=...``, ``window=...``);
-        values in ``app.config`` win.
+        values in ``app.config`` win. :meth:`init_app` reads and validates
+        them once (see :mod:`bailing_flask.settings`).
     """
 
     def __init__(self, app: Flask | None = None, **options: Unpack[BailingKwargs]) -> None:
-        self._options: dict[str, Any] = {}
-        for name, value in options.items():
-            key = "BAILING_" + name.upper()
-            if key not in DEFAULTS and key != "BAILING_SECRET":
-                raise ConfigurationError(f"unknown Bailing option {name!r} (no setting {key})")
-            self._options[key] = value
+        self._options: dict[str, Any] = {option_key(name): value for name, value in options.items()}
         self.callback_handlers: dict[str, Callable[[Any], Any]] = {}
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
@@ -304,42 +297,35 @@ class Bailing:
         """Install the middleware, endpoints and CLI on ``app``."""
         if "bailing" in app.extensions:
             raise ConfigurationError("Bailing was already initialised for this app")
-        for key, value in self._options.items():
-            app.config.setdefault(key, value)
-        for key, value in DEFAULTS.items():
-            app.config.setdefault(key, value)
+        # the one reading of app.config: everything below reads the frozen object
+        config = load_config(app.config, self._options)
         from bailing_flask.config_check import check_at_init, check_at_first_request, log_at_init
 
-        problems = check_at_init(app)  # raises for a configuration that cannot work
-        secrets = provider_secrets(app.config)
+        problems = check_at_init(config)  # raises for a configuration that cannot work
         state_holder: list[BailingState] = []
         middleware = BailingMiddleware(
             app.wsgi_app,
-            secrets,
-            window=app.config["BAILING_WINDOW"],
-            max_body_size=app.config["BAILING_MAX_BODY_SIZE"],
-            spool_threshold=app.config["BAILING_SPOOL_THRESHOLD"],
-            catalog_path=app.config["BAILING_CATALOG_PATH"],
-            public_prefix=app.config["BAILING_PUBLIC_PREFIX"],
-            require_signature=tuple(app.config["BAILING_REQUIRE_SIGNATURE"] or ()),
-            raw_target=app.config["BAILING_RAW_TARGET"],
+            config.secrets,
+            window=config.window,
+            max_body_size=config.max_body_size,
+            spool_threshold=config.spool_threshold,
+            catalog_path=config.catalog_path,
+            public_prefix=config.public_prefix,
+            require_signature=config.require_signature,
+            raw_target=config.raw_target,
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
             on_refuse=lambda error, environ, path: state_holder[0].signature_refused(error, environ, path),
-            verified_elsewhere=tuple(
-                p for p in (app.config.get(k) for k in
-                            ("BAILING_CALLBACK_PATH", "BAILING_DELIVERY_PATH", "BAILING_APPROVAL_PATH"))
-                if p
-            ),
-            elsewhere_max_body_size=app.config["BAILING_CALLBACK_MAX_BODY_SIZE"],
-            body_timeout=app.config["BAILING_BODY_TIMEOUT"],
+            verified_elsewhere=config.callback_paths,
+            elsewhere_max_body_size=config.callback_max_body_size,
+            body_timeout=config.body_timeout,
             setting="BAILING_SECRETS",
-            base_url=checked_base_url(app.config.get("BAILING_BASE_URL")),
+            base_url=config.base_url,
             # commands that do not talk to the hub (flask routes, migrations) must run
             # without the secret; serving stays closed: every signed request is refused
             missing_secret="refuse",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
-        state = BailingState(self, app, middleware)
+        state = BailingState(self, app, middleware, config)
         state_holder.append(state)
         app.extensions[EXTENSION_KEY] = state
         log_at_init(state, problems)
@@ -351,21 +337,21 @@ class Bailing:
         for blueprint in state.blueprints:
             app.register_blueprint(blueprint)
         app.teardown_request(forget_bridged_user)
-        if app.config["BAILING_CSRF_EXEMPT"]:
+        if config.csrf_exempt:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
         from bailing_flask.cli import bailing_cli
 
         app.cli.add_command(bailing_cli)
-        if app.config["BAILING_OTEL"]:
+        if config.otel:
             from bailing_flask.otel import instrument
 
             instrument(app)
-        if app.config["BAILING_PUBLIC_CATALOG"]:
+        if config.public_catalog:
             logger.warning(
                 "bailing: BAILING_PUBLIC_CATALOG is on: the tool catalog at %s is readable without "
                 "a signature (hub policy public_allowed). Tool calls remain signed and authorized.",
-                app.config["BAILING_CATALOG_PATH"],
+                config.catalog_path,
             )
 
         from bailing_flask.audit import finish_failed
@@ -392,7 +378,7 @@ class Bailing:
                     ensure_gate(state, request.endpoint)
                 else:
                     compiled.append(True)
-                    if app.config["BAILING_CSRF_EXEMPT"]:
+                    if config.csrf_exempt:
                         # CSRFProtect initialised after Bailing: its check runs after this hook
                         exempt_tool_calls_from_csrf(app)
                     state.catalog()  # compile early so declaration problems are logged at start-up
@@ -506,3 +492,14 @@ class Bailing:
     @staticmethod
     def state(app: Flask) -> BailingState:
         return state_of(app)
+
+    @staticmethod
+    def config(app: Flask | None = None) -> Config:
+        """The configuration ``init_app`` read for ``app`` (default: the current app).
+
+        Frozen: it is what every part of the package reads; changing
+        ``app.config`` after ``init_app`` changes nothing.
+        """
+        from flask import current_app
+
+        return state_of(app or current_app._get_current_object()).config  # type: ignore[attr-defined]

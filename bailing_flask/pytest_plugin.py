@@ -26,21 +26,22 @@ Provides two fixtures for an app under test (your ``app`` fixture):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from bailing_flask.hub.fake import FakeHub, serve
-from bailing_flask.settings import provider_secrets
+from bailing_flask._state import state_of
 from bailing_flask.wire.signing import primary_secret
 from bailing_flask.testing import HubSimulator
 
 __all__ = ["bailing_hub", "bailing_fake_hub"]
 
 
-def _first_secret(config: Any) -> str:
-    secret = primary_secret(provider_secrets(config))
+def _first_secret(app: Any) -> str:
+    secret = primary_secret(state_of(app).config.secrets)
     if secret is None:
         raise pytest.UsageError("bailing_hub: the app has no BAILING_SECRETS")
     return secret
@@ -49,24 +50,22 @@ def _first_secret(config: Any) -> str:
 @pytest.fixture
 def bailing_hub(app: Any) -> HubSimulator:
     """Call the ``app`` fixture's tools like the hub (signed with its first secret)."""
-    return HubSimulator(app, _first_secret(app.config))
+    return HubSimulator(app, _first_secret(app))
 
 
 @pytest.fixture
 def bailing_fake_hub(app: Any, bailing_hub: HubSimulator) -> Iterator[FakeHub]:
     """A fake hub on a loopback port for the app's decisions (``BAILING_HUB_URL`` points to it)."""
-    if not primary_secret(app.config.get("BAILING_CLIENT_TOKENS")):
+    state = state_of(app)
+    if not primary_secret(state.config.client_tokens):
         raise pytest.UsageError("bailing_fake_hub: the app has no BAILING_CLIENT_TOKENS")
-    missing = object()
-    previous = app.config.get("BAILING_HUB_URL", missing)
+    previous = state.config
     with serve() as (hub, url):
-        app.config["BAILING_HUB_URL"] = url
+        # the configuration is read once at init_app: the fixture swaps in a copy with the hub's URL
+        state.config = dataclasses.replace(previous, hub_url=url)
         bailing_hub.fake_hub = hub
         try:
             yield hub
         finally:
             bailing_hub.fake_hub = None
-            if previous is missing:
-                app.config.pop("BAILING_HUB_URL", None)
-            else:
-                app.config["BAILING_HUB_URL"] = previous
+            state.config = previous

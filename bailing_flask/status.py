@@ -23,20 +23,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bailing_flask.config_check import SECRET_SETTINGS, check_all, secret_items, widget_templates
-from bailing_flask.settings import SETTINGS
+from bailing_flask.config_check import check_all, secret_items, widget_templates
+from bailing_flask.settings import CALLBACK_NAMES, SETTINGS
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
 
 __all__ = ["collect_status", "render_status", "redacted_url", "redis_persistence"]
-
-_HANDLERS = {
-    "job": "BAILING_CALLBACK_PATH",
-    "delivery": "BAILING_DELIVERY_PATH",
-    "approval": "BAILING_APPROVAL_PATH",
-}
-
 
 def redacted_url(url: str) -> str:
     """A URL without user name and password."""
@@ -72,12 +65,9 @@ def _plain(value: Any) -> Any:
 
 def _configuration(state: BailingState) -> dict[str, Any]:
     shown: dict[str, Any] = {}
-    keys = [s.key for s in SETTINGS]
-    if state.app.config.get("BAILING_SECRET") is not None:
-        keys.insert(1, "BAILING_SECRET")
-    for key in keys:
-        value = state.config(key)
-        if key in SECRET_SETTINGS:
+    for setting in SETTINGS:
+        key, value = setting.key, getattr(state.config, setting.name)
+        if setting.secret:
             shown[key] = _secret_summary(value)
         elif key == "BAILING_STORE" and isinstance(value, str):
             shown[key] = redacted_url(value)
@@ -160,7 +150,7 @@ def _catalog(state: BailingState) -> dict[str, Any]:
         "excluded": list(catalog.excluded),
         "catalog_bytes": len(served),
         "catalog_sha256": hashlib.sha256(served).hexdigest(),
-        "path": state.config("BAILING_CATALOG_PATH"),
+        "path": state.config.catalog_path,
     }
 
 
@@ -177,13 +167,13 @@ def collect_status(state: BailingState) -> dict[str, Any]:
     """The whole report as a JSON-ready ``dict``."""
     from bailing_flask._version import __version__
 
-    has_tokens = bool(secret_items(state.config("BAILING_CLIENT_TOKENS")))
+    has_tokens = bool(secret_items(state.config.client_tokens))
     handlers = {
-        kind: {"registered": kind in state.ext.callback_handlers, "path": state.config(setting),
-               "client_token": has_tokens}
-        for kind, setting in _HANDLERS.items()
+        kind: {"registered": kind in state.ext.callback_handlers,
+               "path": state.config.callback_path(kind), "client_token": has_tokens}
+        for kind in CALLBACK_NAMES
     }
-    hub_url = state.config("BAILING_HUB_URL")
+    hub_url = state.config.hub_url
     return {
         "version": __version__,
         "app": state.app.name,

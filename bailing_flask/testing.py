@@ -230,9 +230,10 @@ class HubSimulator:
             if self._app is not None:
                 from bailing_flask._state import state_of
 
-                configured = state_of(self._app).config("BAILING_CATALOG_PATH")
-                return self._mount + str(configured)
-            return self._prefix + "/.well-known/bailing/tools.json"
+                return self._mount + state_of(self._app).config.catalog_path
+            from bailing_flask.settings import Config
+
+            return self._prefix + Config().catalog_path  # the default path
         parts = urlsplit(catalog_url)
         return parts.path + ("?" + parts.query if parts.query else "") if parts.scheme else catalog_url
 
@@ -427,20 +428,21 @@ class HubSimulator:
         if self._client_token is None and self._app is not None:
             from bailing_flask.wire.signing import primary_secret
 
-            self._client_token = primary_secret(self._app.config.get("BAILING_CLIENT_TOKENS"))
+            from bailing_flask._state import state_of
+
+            self._client_token = primary_secret(state_of(self._app).config.client_tokens)
         if not self._client_token:
             raise AssertionError("no client token: pass client_token= or set BAILING_CLIENT_TOKENS")
         return self._client_token
 
-    def _post_path(self, setting: str, default: str) -> str:
+    def _post_path(self, kind: str) -> str:
+        from bailing_flask.settings import Config
+
         if self._app is not None:
             from bailing_flask._state import state_of
 
-            configured = state_of(self._app).config(setting)
-            if not configured:
-                raise AssertionError(f"{setting} is not set: the app receives no such POST")
-            return str(configured)
-        return self._prefix + default
+            return state_of(self._app).config.callback_path(kind)
+        return self._prefix + Config().callback_path(kind)  # the default paths
 
     def sign_post(self, path: str, payload: Mapping[str, Any] | bytes | str) -> HubRequest:
         """A hub POST to ``path``: the body as ``JSON.stringify`` writes it, signed now."""
@@ -481,13 +483,13 @@ class HubSimulator:
         """
         record = dict(job) if job is not None else hub_payloads.job_record(**fields)
         return self.post(
-            self._post_path("BAILING_CALLBACK_PATH", "/.well-known/bailing/callbacks/job"), record)
+            self._post_path("job"), record)
 
     def send_delivery(self, job: Mapping[str, Any] | None = None, **fields: Any) -> HubResponse:
         """POST the delivery webhook of a finished job to the app's delivery path."""
         record = dict(job) if job is not None else hub_payloads.job_record(**fields)
         return self.post(
-            self._post_path("BAILING_DELIVERY_PATH", "/.well-known/bailing/callbacks/delivery"),
+            self._post_path("delivery"),
             hub_payloads.delivery_webhook(record),
         )
 
@@ -541,6 +543,6 @@ class HubSimulator:
                 client_app_id=(payload.get("intent") or {}).get("source") or None,
             )
         return self.post(
-            self._post_path("BAILING_APPROVAL_PATH", "/.well-known/bailing/callbacks/approval"),
+            self._post_path("approval"),
             payload,
         )

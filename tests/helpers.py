@@ -80,6 +80,22 @@ def raw_request(
         conn.close()
 
 
+def reconfigure(app: Any, **changes: Any) -> None:
+    """Give ``app`` a copy of its configuration with ``changes`` (``Config`` attribute names).
+
+    ``init_app`` reads the configuration once, so a test that changes a
+    setting between two calls swaps the object every reader reads (as the
+    ``bailing_fake_hub`` fixture does for the hub's URL); what ``init_app``
+    built from it, the middleware and the endpoints, stays as it was.
+    """
+    import dataclasses
+
+    from bailing_flask import Bailing
+
+    state = Bailing.state(app)
+    state.config = dataclasses.replace(state.config, **changes)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

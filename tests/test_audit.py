@@ -26,7 +26,7 @@ from bailing_flask.signals import audit_record, signature_refused, tool_failed
 from bailing_flask.wire.signing import sign_callback
 from bailing_flask.testing import HubSimulator
 
-from .helpers import STRONG_SECRET
+from .helpers import STRONG_SECRET, reconfigure
 
 CLIENT_TOKEN = "client-token-for-audit-tests-0123456789"
 SECRET_IN_MESSAGE = "card 4111-1111-1111-1111"
@@ -165,7 +165,7 @@ def test_argument_values_follow_the_policy(hub: HubSimulator, app: Flask,
     with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
         hub.call("note", {"text": "plain words"}, subject="t1:u1")
         hub.call("secret_note", {"text": "private words"}, subject="t1:u1")
-        app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+        reconfigure(app, audit_argument_values=True)
         hub.call("note", {"text": "plain words"}, subject="t1:u1")
         hub.call("secret_note", {"text": "private words"}, subject="t1:u1")
     assert [r["arguments"] for r in logged(caplog)] == [
@@ -313,7 +313,7 @@ def test_a_subject_with_a_line_break_character_cannot_forge_a_second_record(
 def test_argument_values_with_any_line_break_character_stay_on_one_line(
     app: Flask, hub: HubSimulator, audit_file: Any,
 ) -> None:
-    app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+    reconfigure(app, audit_argument_values=True)
     for index, brk in enumerate(LINE_BREAKS):
         assert hub.call("note", {"text": f"a{brk}b"}, subject="t1:u1", job_id=f"j{index}").status == 201
     lines = audit_file.read_text(encoding="utf-8").splitlines()
@@ -328,7 +328,7 @@ def test_every_string_of_a_record_is_bounded_and_says_where_it_was_cut(
     app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
     records: list[dict[str, Any]],
 ) -> None:
-    app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+    reconfigure(app, audit_argument_values=True)
     long_subject, long_client = "t1:" + "u" * 6000, "c" * 6000
     with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
         hub.call("ok", subject=long_subject, client=long_client)

@@ -24,7 +24,7 @@ from bailing_flask.hub.client import HubClient, HubConflictError
 from bailing_flask.hub.payloads import ApprovalRequest
 from bailing_flask.testing import HubSimulator
 
-from .helpers import STRONG_SECRET
+from .helpers import STRONG_SECRET, reconfigure
 
 CLIENT_TOKEN = "client-token-business-approvals-0123456789"
 JOB = "6f1c2b1e-8d0a-4c7e-9a53-2f4b8c1d9e01"
@@ -160,7 +160,7 @@ def bailing_fake_hub_for(request: pytest.FixtureRequest) -> Any:
         context = serve()
         fake, url = context.__enter__()
         stack.append(context)
-        app.config["BAILING_HUB_URL"] = url
+        reconfigure(app, hub_url=url)
         hub = HubSimulator(app, STRONG_SECRET)
         hub.fake_hub = fake
         return hub, fake
@@ -227,7 +227,7 @@ def test_a_decision_made_elsewhere_does_not_count(
         subject="t1:u1", job_id=JOB, approval_id=605)
     request = app.extensions["received"][0]
     # a client built by hand records nothing; the hub's console would not tell this app either
-    HubClient(app.config["BAILING_HUB_URL"], CLIENT_TOKEN).decide_approval(
+    HubClient(str(Bailing.config(app).hub_url), CLIENT_TOKEN).decide_approval(
         request, "approved", approver="someone", decision_id="console:605")
     assert bailing_fake_hub.approvals[605]["status"] == "approved"
     assert pay(bailing_hub).json()["approval"] == "pending"

@@ -17,7 +17,7 @@ from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobReco
 from bailing_flask.hub.tickets import verify_ticket
 from bailing_flask.reasons import REASONS
 
-from .helpers import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request, reconfigure
 from bailing_flask.hub.fake import FakeHub
 
 CLIENT_TOKEN = "client-token-0123456789-abcdefghijklmnop"
@@ -40,10 +40,10 @@ APPROVAL = {"kind": "tool_approval_request", "approval_id": 123, "job_id": "job-
             "args_hash": ARGS_HASH, "decision_path": "/approvals/123/decision", "metadata": {}}
 
 
-def make_app(events: list, fail_times: dict | None = None) -> Flask:
+def make_app(events: list, fail_times: dict | None = None, **config: Any) -> Flask:
     app = Flask(__name__)
     app.config.update(BAILING_SECRETS=STRONG_SECRET, BAILING_CLIENT_TOKENS=[CLIENT_TOKEN],
-                      BAILING_STORE="memory://")
+                      BAILING_STORE="memory://", **config)
     bailing = Bailing(app)
     fails = fail_times if fail_times is not None else {}
 
@@ -182,8 +182,7 @@ def test_deciding_an_approval_through_the_hub_client(live_server):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         received = []
-        app = make_app(received)
-        app.config["BAILING_HUB_URL"] = f"http://127.0.0.1:{server.server_port}"
+        app = make_app(received, BAILING_HUB_URL=f"http://127.0.0.1:{server.server_port}")
         bailing = Bailing.state(app).ext
         base = live_server(app)
         assert hub_post(base, APPROVAL_PATH, APPROVAL)[0] == 200
@@ -202,8 +201,7 @@ def test_deciding_an_approval_through_the_hub_client(live_server):
 
 
 def test_chat_widget_template_global_signs_a_ticket(events):
-    app = make_app(events)
-    app.config["BAILING_HUB_URL"] = "https://hub.example.com"
+    app = make_app(events, BAILING_HUB_URL="https://hub.example.com")
 
     @app.get("/page")
     def page():
@@ -244,7 +242,7 @@ def test_every_callback_refusal_comes_from_the_reason_table(live_server):
     bailing.job_finished(lambda job: None)
     bailing.approval_request(lambda request: None)
     seen.append(refusal(JOB_PATH, JOB))  # no client token configured
-    app.config["BAILING_CLIENT_TOKENS"] = [CLIENT_TOKEN]
+    reconfigure(app, client_tokens=(CLIENT_TOKEN,))  # the token is set (and the app restarted)
     seen.append(refusal(APPROVAL_PATH, {"kind": "tool_approval_request"}))  # not the hub's payload
     seen.append(refusal(JOB_PATH, JOB, secret="another-token-0123456789abcdefghijkl"))  # bad signature
     assert [body["reason"] for _, body, _ in seen] == [

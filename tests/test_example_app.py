@@ -20,7 +20,7 @@ from bailing_flask.hub.fake import FakeHub, serve
 from bailing_flask.testing import HubResponse, HubSimulator
 from example_app import create_app
 
-from .helpers import STRONG_SECRET
+from .helpers import STRONG_SECRET, reconfigure
 
 SECRET = STRONG_SECRET
 TOOL_NAMES = {
@@ -76,7 +76,7 @@ def hub(app: Flask) -> HubSimulator:
 def fake_hub(app: Flask, hub: HubSimulator) -> Iterator[FakeHub]:
     """The hub's decision endpoint on a loopback port; the simulator registers approvals there."""
     with serve() as (fake, url):
-        app.config["BAILING_HUB_URL"] = url
+        reconfigure(app, hub_url=url)
         hub.fake_hub = fake
         yield fake
 

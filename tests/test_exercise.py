@@ -221,14 +221,6 @@ def test_the_exercise_leaves_the_database_engines_as_they_were(db_file):
     assert exercise_db_app.rows()["visits"] == 1
 
 
-def test_an_app_that_serves_no_catalog_is_exercised_all_the_same():
-    app, _ = exercise_apps.base(BAILING_CATALOG_PATH=None)
-    exercise_apps.add_tools(app)
-    report = run_exercise(app)
-    assert report.ok, report.render()
-    assert [r.target for r in report.results][0] == "authz_probe"
-
-
 # -- a cache that answers the second subject with the first one's answer -----------------------
 
 

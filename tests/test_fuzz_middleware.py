@@ -19,7 +19,7 @@ from bailing_flask.testing import signed_headers
 
 from ._fuzz import SECRET, MemoryMeter, Outcome, fuzz_settings, run_batch
 from ._fuzz import wsgi
-from ._fuzz.apps import MAX_BODY, tool_app
+from ._fuzz.apps import JOB_CALLBACK, MAX_BODY, tool_app
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_no_environ_crashes_the_middleware_or_runs_a_tool_it_did_not_verify(chec
 
 _big = st.builds(
     wsgi.WsgiCase, app=st.sampled_from(["flask", "bare"]), method=st.just("POST"),
-    raw_path=st.sampled_from(["/notes", "/hub/job", "/plain"]), query=st.just(""),
+    raw_path=st.sampled_from(["/notes", JOB_CALLBACK, "/plain"]), query=st.just(""),
     body=st.builds(wsgi.LazyBody, st.just(b"x"),
                    st.sampled_from([MAX_BODY // 2, MAX_BODY, MAX_BODY + 1, 40 * MAX_BODY])),
     subject=st.just("t1:u1"), job=st.just("job-1"), signing=st.sampled_from(["valid", "other_key"]),
@@ -84,7 +84,8 @@ def test_an_unsigned_request_to_an_unknown_path_keeps_the_apps_own_404():
 
 
 @pytest.mark.parametrize(("method", "path"), [("PUT", "/.well-known/bailing/tools.json"),
-                                              ("GET", "/hub/job"), ("PROPFIND", "/hub/approval")])
+                                              ("GET", JOB_CALLBACK),
+                                              ("PROPFIND", "/.well-known/bailing/callbacks/approval")])
 def test_the_package_endpoints_answer_any_other_method_405_with_a_reason(method, path):
     response = tool_app().test_client().open(path, method=method)
     assert response.status_code == 405

@@ -10,7 +10,7 @@ from flask_limiter import Limiter
 from bailing_flask import Bailing, is_tool_call, rate_limit_key, tool
 from bailing_flask.testing import HubSimulator, signed_headers
 
-from .helpers import STRONG_SECRET, raw_request
+from .helpers import STRONG_SECRET, raw_request, reconfigure
 from .apps.legacy_app import create_app
 from .apps.limiter_app import create_app as limiter_app
 from ._redis import redis_server  # noqa: F401  (a fixture)
@@ -107,7 +107,7 @@ def test_replays_are_recognised_across_gunicorn_workers(gunicorn: Any, redis_ser
 
 def test_with_rejected_replays_the_first_call_is_not_taken_for_a_replay(live_server: Any) -> None:
     app = limiter_app(STRONG_SECRET, limit="3/minute")
-    app.config["BAILING_REJECT_REPLAYS"] = True
+    reconfigure(app, reject_replays=True)
     base = live_server(app)
     hub = HubSimulator(base, STRONG_SECRET)
     captured = hub.build_call("me", subject="t1:bob")

@@ -354,6 +354,16 @@ def test_callback_window_is_milliseconds_and_exclusive():
     assert info.value.reason == "timestamp_out_of_window"
 
 
+def test_callback_window_is_given_in_seconds_like_the_tool_calls_one():
+    sig = sign_callback("client-token-abc", 1718000000000, V6_BODY)
+    ok = CallbackVerifier("client-token-abc", window=60, clock=FrozenClock(1718000000 + 59.999))
+    assert ok.window == 60 and ok.verify(sig, "1718000000000", V6_BODY) == "0"
+    late = CallbackVerifier("client-token-abc", window=60, clock=FrozenClock(1718000000 + 60.0))
+    with pytest.raises(SignatureError) as info:
+        late.verify(sig, "1718000000000", V6_BODY)
+    assert info.value.reason == "timestamp_out_of_window"
+
+
 def test_callback_with_seconds_timestamp_is_out_of_window():
     sig = sign_callback("client-token-abc", 1718000000, V3_BODY)
     verifier = CallbackVerifier("client-token-abc", clock=FrozenClock(1718000000))

@@ -153,7 +153,7 @@ def test_an_expired_record_is_forgotten(app, hub):
     Bailing.state(app).idempotency.transactional().clock = clock
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     assert hub.replay(request).status == 201
-    clock.now += app.config["BAILING_IDEMPOTENCY_RETENTION"] - 1
+    clock.now += Bailing.config(app).idempotency_retention - 1
     assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
     clock.now += 2
     again = hub.replay(request)

@@ -26,6 +26,7 @@ from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
 
 from bailing_flask._pipeline.registry import Tool
+from bailing_flask._state import current_state
 from bailing_flask.wire.middleware import AS_VERIFIED_KEY
 
 __all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
@@ -193,7 +194,7 @@ def _form_data(request: Request) -> dict[str, Any]:
         ])
     data = form.to_dict()
     if "csrf" in current_app.extensions:  # Flask-WTF's token is the form's, not an argument
-        data.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
+        data.pop(current_state().config.csrf_field_name, None)
     return data
 
 

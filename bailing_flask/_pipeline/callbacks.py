@@ -36,7 +36,6 @@ from bailing_flask.hub.payloads import (
 )
 from bailing_flask.responses import REASON_HEADER, json_response, reason_response
 from bailing_flask.signals import callback_received
-from bailing_flask.settings import provider_secrets
 from bailing_flask.wire.signing import CallbackVerifier
 from bailing_flask.stores import EntryMeta, StoredResponse, StoreUnavailable
 
@@ -47,11 +46,11 @@ __all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint", "dedupe_key"]
 
 logger = logging.getLogger("bailing_flask")
 
-#: kind -> (settings key of its path, parser)
-CALLBACK_KINDS: dict[str, tuple[str, Callable[[bytes], Any]]] = {
-    "job": ("BAILING_CALLBACK_PATH", parse_job_record),
-    "delivery": ("BAILING_DELIVERY_PATH", parse_delivery),
-    "approval": ("BAILING_APPROVAL_PATH", parse_approval_request),
+#: kind -> its parser; each kind is received at ``Config.callback_path(kind)``
+CALLBACK_KINDS: dict[str, Callable[[bytes], Any]] = {
+    "job": parse_job_record,
+    "delivery": parse_delivery,
+    "approval": parse_approval_request,
 }
 
 _LEASE_SECONDS = 120.0
@@ -97,12 +96,12 @@ def _handle(state: BailingState, kind: str) -> Response:
     handler = state.ext.callback_handlers.get(kind)
     if handler is None:
         return reason_response("no_handler")
-    tokens = state.config("BAILING_CLIENT_TOKENS")
+    tokens = state.config.client_tokens
     if not tokens:
         logger.error("bailing: a %s handler is registered but BAILING_CLIENT_TOKENS is not set; "
                      "refusing the hub's callback", kind)
         return reason_response("not_configured")
-    raw = _bounded_body(int(state.config("BAILING_CALLBACK_MAX_BODY_SIZE")))
+    raw = _bounded_body(state.config.callback_max_body_size)
     if raw is None:
         return _refused(kind, SignatureError("body_too_large", status=413), state)
     try:
@@ -112,7 +111,7 @@ def _handle(state: BailingState, kind: str) -> Response:
         )
     except SignatureError as error:
         return _refused(kind, error, state)
-    _, parse = CALLBACK_KINDS[kind]
+    parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)
     except PayloadError as error:
@@ -144,7 +143,7 @@ def _bounded_body(limit: int) -> bytes | None:
 def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], payload: Any) -> Response:
     key = dedupe_key(kind, payload)
     token = uuid.uuid4().hex
-    retention = float(state.config("BAILING_IDEMPOTENCY_RETENTION"))
+    retention = state.config.idempotency_retention
     try:
         store = state.idempotency.store()
         reservation = store.reserve(key, token=token, lease_seconds=_LEASE_SECONDS,
@@ -209,12 +208,10 @@ def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, to
 
 
 def make_callbacks_blueprint(state: BailingState) -> Blueprint:
-    """POST endpoints for the three kinds, at their configured paths."""
+    """POST endpoints for the three kinds, below ``BAILING_PATH_PREFIX``."""
     blueprint = Blueprint("bailing_callbacks", __name__)
-    for kind, (setting, _) in CALLBACK_KINDS.items():
-        path = state.config(setting)
-        if not path:
-            continue
+    for kind in CALLBACK_KINDS:
+        path = state.config.callback_path(kind)
 
         def endpoint(kind: str = kind) -> Response:
             return _handle(state, kind)
@@ -225,8 +222,8 @@ def make_callbacks_blueprint(state: BailingState) -> Blueprint:
 
 def build_verifier(state: BailingState) -> CallbackVerifier:
     return CallbackVerifier(
-        state.config("BAILING_CLIENT_TOKENS"),
-        window_ms=int(state.config("BAILING_CALLBACK_WINDOW_MS")),
+        state.config.client_tokens,
+        window=state.config.window,
         setting="BAILING_CLIENT_TOKENS",
-        foreign_secrets=provider_secrets(state.app.config),
+        foreign_secrets=state.config.secrets,
     )

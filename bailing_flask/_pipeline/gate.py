@@ -399,10 +399,10 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     duration_ms = (time.perf_counter() - started) * 1000
     reason = None if response.status_code < 400 else "view_status"
     _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
-           values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
+           values=state.config.audit_argument_values and not tool.sensitive,
            replayed=response.headers.get(REPLAY_HEADER) == "true",
            projected=request.environ.get(PROJECTION_KEY))
-    limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
+    limit = state.config.response_size_warning
     length = response.content_length  # set for every non-streamed body: no copy needed to check
     if (limit and 200 <= response.status_code < 300 and not response.is_streamed
             and (length is None or length > limit)):
@@ -428,7 +428,7 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
     """
     duration_ms = (time.perf_counter() - started) * 1000
     status = audit.exception_status(exc)
-    values = bool(state.config("BAILING_AUDIT_ARGUMENT_VALUES")) and not tool.sensitive
+    values = state.config.audit_argument_values and not tool.sensitive
     error = audit.exception_name(exc)
 
     def record(answered: int | None) -> None:

@@ -42,9 +42,8 @@ from werkzeug.exceptions import HTTPException
 
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
-from bailing_flask.errors import ConfigurationError
 from bailing_flask.responses import REASON_HEADER, ErrorInfo
-from bailing_flask.settings import DEFAULTS
+from bailing_flask.settings import Config
 from bailing_flask.stores import (
     IdempotencyStore,
     Reservation,
@@ -77,12 +76,6 @@ _HOP_BY_HOP = frozenset((
 #: what a stored response leaves out, lower-cased: one set lookup per header
 _NOT_STORED = frozenset(_SKIPPED_HEADERS) | _HOP_BY_HOP
 _CLEANUP_INTERVAL = 300.0
-_LEASE = "BAILING_IDEMPOTENCY_LEASE"
-_RETENTION = "BAILING_IDEMPOTENCY_RETENTION"
-_DEFER = "BAILING_IDEMPOTENCY_DEFER_COMPLETION"
-_REJECT_REPLAYS = "BAILING_REJECT_REPLAYS"
-_DEFAULT_LEASE = DEFAULTS[_LEASE]
-_DEFAULT_RETENTION = DEFAULTS[_RETENTION]
 
 
 #: header name -> whether a stored response keeps it (names are few; bounded anyway)
@@ -180,19 +173,15 @@ class _Plan:
 
 
 class _Settings:
-    """The ``BAILING_IDEMPOTENCY_*`` values, converted once and again only when they change."""
+    """The ``BAILING_IDEMPOTENCY_*`` values of one configuration, under short names."""
 
-    __slots__ = ("raw_lease", "raw_retention", "raw_defer", "lease", "retention", "defer")
+    __slots__ = ("config", "lease", "retention", "defer")
 
-    def __init__(self, raw_lease: Any, raw_retention: Any, raw_defer: Any) -> None:
-        self.raw_lease, self.raw_retention, self.raw_defer = raw_lease, raw_retention, raw_defer
-        self.lease = float(raw_lease)
-        self.retention = float(raw_retention)
-        if not isinstance(raw_defer, bool):
-            raise ConfigurationError(
-                f"{_DEFER} must be True or False, not {type(raw_defer).__name__}."
-            )
-        self.defer = raw_defer
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.lease = float(config.idempotency_lease)
+        self.retention = float(config.idempotency_retention)
+        self.defer = config.idempotency_defer_completion
 
 
 def store_refusal(state: BailingState, exc: StoreUnavailable | None = None) -> Response:
@@ -245,11 +234,15 @@ class Idempotency:
         if self._store is None:
             with self._lock:
                 if self._store is None:
-                    url = self.state.config("BAILING_STORE")
-                    if not url:
-                        path = os.path.join(self.state.app.instance_path, "bailing.sqlite3")
-                        url = "sqlite:///" + path
-                    self._store = store_from_url(url)
+                    configured = self.state.config.store
+                    if isinstance(configured, IdempotencyStore):
+                        self._store = configured
+                    else:
+                        url = configured
+                        if not url:
+                            path = os.path.join(self.state.app.instance_path, "bailing.sqlite3")
+                            url = "sqlite:///" + path
+                        self._store = store_from_url(str(url))
         return self._store
 
     def _maybe_cleanup(self) -> None:
@@ -299,15 +292,10 @@ class Idempotency:
         return plan
 
     def _settings(self) -> _Settings:
-        """Lease, retention and the completion mode; converted again only after a change."""
-        config = self.state.app.config
-        lease = config.get(_LEASE, _DEFAULT_LEASE)
-        retention = config.get(_RETENTION, _DEFAULT_RETENTION)
-        defer = config.get(_DEFER, False)
+        """Lease, retention and the completion mode of the app's configuration."""
         cached = self._settings_cache
-        if (cached is None or cached.raw_lease is not lease or cached.raw_retention is not retention
-                or cached.raw_defer is not defer):
-            cached = self._settings_cache = _Settings(lease, retention, defer)
+        if cached is None or cached.config is not self.state.config:
+            cached = self._settings_cache = _Settings(self.state.config)
         return cached
 
     def first_arrival(self, environ: dict[str, Any], signature: str) -> bool:
@@ -322,15 +310,14 @@ class Idempotency:
         if known is not None:
             return bool(known)
         verifier = self.state.middleware.verifier
-        window = verifier.window if verifier is not None else float(self.state.config("BAILING_WINDOW"))
+        window = verifier.window if verifier is not None else self.state.config.window
         first = self.store().remember_signature(signature, ttl_seconds=2 * float(window))
         environ[FIRST_ARRIVAL_KEY] = first
         return first
 
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
-        config = self.state.app.config
-        if not config.get(_REJECT_REPLAYS, DEFAULTS[_REJECT_REPLAYS]):
+        if not self.state.config.reject_replays:
             return None
         try:
             first = self.first_arrival(request.environ, call.verified.signature)
@@ -351,7 +338,7 @@ class Idempotency:
         if not plan.applies:
             return execute()
         mode = tool.options.transactional
-        if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
+        if mode or (mode is None and self.state.config.transactional):
             return self.transactional().run(tool, call, execute)
         settings = self._settings()
         verified = call.verified

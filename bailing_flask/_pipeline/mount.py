@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Flask
 
+from bailing_flask._state import state_of
 from bailing_flask.wire.base_url import PathMap
 from bailing_flask.wire.middleware import BailingMiddleware, mount_prefix
 
@@ -13,9 +14,8 @@ __all__ = ["application_root", "path_map_for"]
 
 
 def application_root(app: Flask) -> str:
-    """Flask's ``APPLICATION_ROOT`` as a mount prefix (``"/"`` is ``""``)."""
-    root = app.config.get("APPLICATION_ROOT") or "/"
-    return str(root).rstrip("/")
+    """Flask's ``APPLICATION_ROOT`` (as ``init_app`` read it) as a mount prefix (``"/"`` is ``""``)."""
+    return state_of(app).config.application_root
 
 
 def path_map_for(middleware: BailingMiddleware, app: Flask,

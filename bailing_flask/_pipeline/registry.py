@@ -21,11 +21,12 @@ from pydantic import BaseModel, ConfigDict, create_model
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
 from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
-from bailing_flask.errors import ConfigurationError, ToolDeclarationError
+from bailing_flask.errors import ToolDeclarationError
 from bailing_flask.lint.codes import Finding, finding
 from bailing_flask._pipeline.param_hazards import param_findings
 from bailing_flask._pipeline.projection import Shaper, make_shaper
 from bailing_flask.declare import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
+from bailing_flask.settings import Config
 from bailing_flask.transactional import findings as transactional_findings
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -407,7 +408,7 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
     return findings
 
 
-def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
+def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Registry:
     """Compile every declared route of ``app``; never raises for lint-level problems.
 
     Declaration errors that make a tool impossible to describe (a bad model,
@@ -418,7 +419,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
     findings: list[Finding] = []
     by_endpoint: dict[tuple[str, str], Tool] = {}
     seen: set[int] = set()
-    max_items = _max_items(app)
+    max_items = config.response_max_items or None  # None or 0: no default cap
     rules = list(app.url_map.iter_rules())
     for rule in rules:
         view = app.view_functions.get(rule.endpoint)
@@ -464,7 +465,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             by_endpoint[(rule.endpoint, method)] = compiled
             tools.append(compiled)
             findings.extend(_route_findings(compiled, has_app_authorizer))
-            findings.extend(transactional_findings(app, compiled))
+            findings.extend(transactional_findings(config, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
     passthrough = frozenset(
@@ -472,20 +473,6 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
         if item.reason in ("enabled=False", "method not in methods=")
     )
     return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
-
-
-def _max_items(app: Flask) -> int | None:
-    """``BAILING_RESPONSE_MAX_ITEMS``: ``None`` or ``0`` is no default cap."""
-    from bailing_flask.settings import DEFAULTS
-
-    value = app.config.get("BAILING_RESPONSE_MAX_ITEMS", DEFAULTS["BAILING_RESPONSE_MAX_ITEMS"])
-    if value is None or value == 0:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(
-            f"BAILING_RESPONSE_MAX_ITEMS must be a whole number of list items (or None), not {value!r}"
-        )
-    return value
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:

@@ -45,60 +45,53 @@ def _reached() -> None:
 def make_blueprint(state: BailingState) -> Blueprint:
     """Build the ``bailing`` blueprint with the configured paths."""
     blueprint = Blueprint("bailing", __name__)
-    catalog_path = state.config("BAILING_CATALOG_PATH")
-    probe_path = state.config("BAILING_PROBE_PATH")
+    public_catalog = state.config.public_catalog
 
-    if catalog_path:
+    # exact path only: the middleware verifies the catalog by its exact path
+    @blueprint.route(state.config.catalog_path, methods=_ALL_METHODS)
+    def catalog() -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return method_not_allowed(state, "GET")
+        _reached()
+        verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
+        if (verified is None or verified.kind != "catalog") and not public_catalog:
+            return state.error_response(ErrorInfo.make("missing_signature"))
+        try:
+            body = state.catalog().served_bytes
+        except Exception:
+            logger.exception("bailing: the tool catalog could not be built")
+            return json_response({"error": "catalog_unavailable", "reason": "catalog_unavailable"}, 503,
+                                 {"Cache-Control": "no-store"})
+        response = Response(body, status=200)
+        response.headers["Content-Type"] = "application/json; charset=utf-8"
+        # a signed fetch must never be cached and replayed to anyone else
+        response.headers["Cache-Control"] = "private, no-store"
+        return response
 
-        # exact path only: the middleware verifies the catalog by its exact path
-        @blueprint.route(catalog_path, methods=_ALL_METHODS)
-        def catalog() -> Response:
-            if request.method not in ("GET", "HEAD"):
-                return method_not_allowed(state, "GET")
-            _reached()
-            verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
-            if (verified is None or verified.kind != "catalog") and not state.config(
-                "BAILING_PUBLIC_CATALOG"
-            ):
-                return state.error_response(ErrorInfo.make("missing_signature"))
-            try:
-                body = state.catalog().served_bytes
-            except Exception:
-                logger.exception("bailing: the tool catalog could not be built")
-                return json_response({"error": "catalog_unavailable", "reason": "catalog_unavailable"}, 503,
-                                     {"Cache-Control": "no-store"})
-            response = Response(body, status=200)
-            response.headers["Content-Type"] = "application/json; charset=utf-8"
-            # a signed fetch must never be cached and replayed to anyone else
-            response.headers["Cache-Control"] = "private, no-store"
+    @blueprint.route(state.config.probe_path, methods=_ALL_METHODS)
+    def authz_probe() -> Response:
+        if request.method not in ("GET", "POST"):
+            return method_not_allowed(state, "GET, POST")
+        _reached()
+        verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
+        if verified is None or verified.kind != "tool":
+            info = ErrorInfo.make("missing_signature")
+            response = state.error_response(info)
+            if state.ext.error_handler_func is None:
+                response = json_response({"authorized": False, **info.payload()}, 401,
+                                         {REASON_HEADER: info.reason})
             return response
-
-    if probe_path:
-
-        @blueprint.route(probe_path, methods=_ALL_METHODS)
-        def authz_probe() -> Response:
-            if request.method not in ("GET", "POST"):
-                return method_not_allowed(state, "GET, POST")
-            _reached()
-            verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
-            if verified is None or verified.kind != "tool":
-                info = ErrorInfo.make("missing_signature")
-                response = state.error_response(info)
-                if state.ext.error_handler_func is None:
-                    response = json_response({"authorized": False, **info.payload()}, 401,
-                                             {REASON_HEADER: info.reason})
-                return response
-            subject = _probe_subject(verified)
-            try:
-                authorized = probe_authorized(
-                    state.registry(), verified, subject,
-                    state.ext.subject_loader_func, state.ext.authorizer_func,
-                )
-            except Exception:
-                logger.exception("bailing: the authorization probe failed; answering not authorized")
-                authorized = False
-            logger.info("bailing: authz probe for subject %r: authorized=%s", subject, authorized)
-            return json_response({"authorized": authorized}, 200, {"Cache-Control": "no-store"})
+        subject = _probe_subject(verified)
+        try:
+            authorized = probe_authorized(
+                state.registry(), verified, subject,
+                state.ext.subject_loader_func, state.ext.authorizer_func,
+            )
+        except Exception:
+            logger.exception("bailing: the authorization probe failed; answering not authorized")
+            authorized = False
+        logger.info("bailing: authz probe for subject %r: authorized=%s", subject, authorized)
+        return json_response({"authorized": authorized}, 200, {"Cache-Control": "no-store"})
 
     return blueprint
 

@@ -66,7 +66,6 @@ from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
 from bailing_flask.integrations import login_user_problem
 from bailing_flask.lint import CompiledTool, compile_tools
 from bailing_flask.responses import REASON_HEADER
-from bailing_flask.settings import provider_secrets
 from bailing_flask.wire.signing import primary_secret
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
 
@@ -328,8 +327,6 @@ class _Exercise:
     def catalog(self) -> dict[str, Any]:
         served: dict[str, Any] = self.state.catalog().served
         self.hub._document = served
-        if not self.state.config("BAILING_CATALOG_PATH"):
-            return served  # this app serves no catalog (the hub gets it inline)
         path = self.hub.catalog_path
 
         def send(probe: ExerciseProbe) -> HubResponse:
@@ -342,11 +339,8 @@ class _Exercise:
         return served  # go on with the catalog the app serves, whatever stood in the way
 
     def authz_probe(self) -> None:
-        if not self.state.config("BAILING_PROBE_PATH"):
-            return
-
         def send(probe: ExerciseProbe) -> HubResponse:
-            path = self.state.config("BAILING_PROBE_PATH")
+            path = self.state.config.probe_path
             headers = signed_headers(self.hub.secret, "POST", path, PROBE_BODY, subject=PROBE_SUBJECT,
                                      job_id="probe", client="__probe__", tool_scope="__probe__.authz")
             headers["Content-Type"] = "application/json"
@@ -613,7 +607,9 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
     :param on_plan: called, before anything is sent, with what of the app's
         code will run and on which databases (``report.plan``, as text).
     """
-    secret = secret or primary_secret(provider_secrets(app.config))
+    from bailing_flask._state import state_of
+
+    secret = secret or primary_secret(state_of(app).config.secrets)
     if secret is None:
         raise ConfigurationError("the exercise signs like the hub: set BAILING_SECRETS")
     subjects = [subject] if isinstance(subject, str) else list(subject or ())

@@ -89,7 +89,7 @@ def databases(app: Flask) -> list[Database]:
     found: list[Database] = []
     with app.app_context():
         try:
-            adapter = resolve_adapter(state_of(app).config("BAILING_TRANSACTION"), app)
+            adapter = resolve_adapter(state_of(app).config.transaction, app)
         except Exception as exc:  # the settings check reports it
             adapter = None
             found.append(Database("BAILING_TRANSACTION", False, f"it is invalid: {exc}"))

@@ -16,6 +16,7 @@ from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import ErrorInfo
+from bailing_flask.settings import Config
 from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import _Busy, _Duplicate, _EndedByView, _Record
@@ -66,8 +67,7 @@ class TransactionalIdempotency:
         if not self._resolved:
             with self._lock:
                 if not self._resolved:
-                    self._adapter = resolve_adapter(self.state.config("BAILING_TRANSACTION"),
-                                                    self.state.app)
+                    self._adapter = resolve_adapter(self.state.config.transaction, self.state.app)
                     self._resolved = True
         return self._adapter
 
@@ -81,7 +81,7 @@ class TransactionalIdempotency:
             )
             return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
         now = self.clock()
-        retention = float(self.state.config("BAILING_IDEMPOTENCY_RETENTION"))
+        retention = self.state.config.idempotency_retention
         record = _Record(
             key=call_key(tool, call), token=os.urandom(12).hex(),
             meta=EntryMeta(tool=tool.name, job_id=call.job_id, subject=call.subject,
@@ -247,13 +247,13 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
     return response
 
 
-def findings(app: Any, tool: Tool) -> list[Finding]:
+def findings(config: Config, tool: Tool) -> list[Finding]:
     """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
+    if not Idempotency.applies(tool) or not in_transaction_mode(tool, config):
         return []
     out: list[Finding] = []
     key = tool.operation_key
-    if app.config.get("BAILING_TRANSACTION") is None:
+    if config.transaction is None:
         out.append(finding("transaction_not_configured", key, name=tool.name))
     outcome = tool.options.outcome
     if outcome is not None and outcome.side_effect in ("external", "notify"):
@@ -262,9 +262,9 @@ def findings(app: Any, tool: Tool) -> list[Finding]:
     return out
 
 
-def in_transaction_mode(tool: Tool, config: Any) -> bool:
+def in_transaction_mode(tool: Tool, config: Config) -> bool:
     """Whether ``tool`` (a de-duplicated one) runs in the transaction mode."""
     explicit = tool.options.transactional
     if explicit is not None:
         return bool(explicit)
-    return bool(config.get("BAILING_TRANSACTIONAL"))
+    return config.transactional

@@ -474,7 +474,9 @@ class CallbackVerifier(_KeyRing):
     """Verify the millisecond ``ts.body`` scheme (callbacks, webhooks, approvals).
 
     :param secrets: the client token(s) of this business in the hub.
-    :param window_ms: exclusive symmetric window, like the hub's SDKs.
+    :param window: exclusive symmetric window in seconds, like the hub's SDKs
+        (300, as for tool calls; the hub's timestamps here are milliseconds,
+        compared to the millisecond).
     :param foreign_secrets: keys that must *not* be used here (the provider
         secret); a match is refused as ``wrong_key`` so the log says which
         key was expected instead of a bare ``bad_signature``.
@@ -484,14 +486,15 @@ class CallbackVerifier(_KeyRing):
         self,
         secrets: Secrets | None,
         *,
-        window_ms: int = 300_000,
+        window: float = 300,
         clock: Clock = time.time,
         setting: str = "BAILING_CLIENT_TOKENS",
         foreign_secrets: Secrets | None = None,
         warn: bool = True,
     ) -> None:
         super().__init__(secrets, setting, clock, warn)
-        self.window_ms = _check_window(window_ms, "window_ms", _MAX_WINDOW_SECONDS * 1000)
+        self.window = _check_window(window, "window", _MAX_WINDOW_SECONDS)
+        self.window_ms = self.window * 1000
         self._foreign = (
             _KeyRing(foreign_secrets, "foreign secrets", clock, warn=False)
             if foreign_secrets
@@ -520,10 +523,10 @@ def verify_callback(
     signature: str | None,
     body: bytes | str,
     *,
-    window_ms: int = 300_000,
+    window: float = 300,
     clock: Clock = time.time,
 ) -> str:
-    """One-shot form of :meth:`CallbackVerifier.verify`."""
-    return CallbackVerifier(secrets, window_ms=window_ms, clock=clock, warn=False).verify(
+    """One-shot form of :meth:`CallbackVerifier.verify` (``window`` in seconds)."""
+    return CallbackVerifier(secrets, window=window, clock=clock, warn=False).verify(
         signature, timestamp, body
     )

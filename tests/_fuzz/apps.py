@@ -41,6 +41,8 @@ TOOL_PATHS = (
 )
 #: Body limits of the fuzzed apps: small, so the fuzzer reaches them.
 MAX_BODY = 256 * 1024
+#: where the fuzzed app receives the hub's finished jobs (below the default BAILING_PATH_PREFIX)
+JOB_CALLBACK = "/.well-known/bailing/callbacks/job"
 SPOOL = 32 * 1024
 
 
@@ -94,9 +96,6 @@ def tool_app(**config: Any) -> Flask:
         BAILING_MAX_BODY_SIZE=MAX_BODY,
         BAILING_SPOOL_THRESHOLD=SPOOL,
         BAILING_CALLBACK_MAX_BODY_SIZE=MAX_BODY,
-        BAILING_CALLBACK_PATH="/hub/job",
-        BAILING_DELIVERY_PATH="/hub/delivery",
-        BAILING_APPROVAL_PATH="/hub/approval",
     )
     app.config.update(config)
     bailing = Bailing(app)
@@ -205,6 +204,6 @@ def echo_middleware(**options: Any) -> BailingMiddleware:
     """The middleware alone in front of an echo app (no Flask)."""
     return BailingMiddleware(
         _echo, SECRET, max_body_size=MAX_BODY, spool_threshold=SPOOL,
-        require_signature=("/secure",), verified_elsewhere=("/hub/job",),
+        require_signature=("/secure",), verified_elsewhere=(JOB_CALLBACK,),
         elsewhere_max_body_size=MAX_BODY, **options,
     )

@@ -35,7 +35,7 @@ from .apps import tool_app
 
 __all__ = ["CallbackCase", "cases", "target"]
 
-PATHS = {"job": "/hub/job", "delivery": "/hub/delivery", "approval": "/hub/approval"}
+PATHS = {kind: f"/.well-known/bailing/callbacks/{kind}" for kind in ("job", "delivery", "approval")}
 ARGS_HASH = "17b4db064e17f4878e391177e6ca623b798911f34014bc9e78920993d7dd27ad"
 
 

@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote_to_bytes
 from hypothesis import strategies as st
 
 from . import SECRET, Outcome, hub_signature, refusal_problem
-from .apps import MAX_BODY, TOOL_PATHS, echo_middleware, tool_app
+from .apps import JOB_CALLBACK, MAX_BODY, TOOL_PATHS, echo_middleware, tool_app
 
 __all__ = ["WsgiCase", "cases", "target", "LazyBody"]
 
@@ -139,8 +139,9 @@ def _raw_paths(draw: st.DrawFn) -> str:
         return _fill(template, draw(_ints))
     if kind == "fixed":
         return draw(st.sampled_from([
-            "/", "/plain", CATALOG, "/.well-known/bailing/authz-probe", "/hub/job", "/hub/delivery",
-            "/hub/approval", "/secure/x", "//items/1", "/items/1/", "/items/%31", "/notes/",
+            "/", "/plain", CATALOG, "/.well-known/bailing/authz-probe", JOB_CALLBACK,
+            "/.well-known/bailing/callbacks/delivery", "/.well-known/bailing/callbacks/approval",
+            "/secure/x", "//items/1", "/items/1/", "/items/%31", "/notes/",
             "/search/..", "/items/1%2Flabel", "/%2e%2e/items/1", "/items;1", "/items/1\x00",
         ]))
     if kind == "encoded":
