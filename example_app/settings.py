@@ -58,9 +58,12 @@ def apply(app: Flask) -> bool:
 
 
 def registration_banner(app: Flask, *, show_secret: bool) -> str:
-    """The hub's "add tool source" settings for this app, ready to copy."""
+    """The hub's "add tool source" settings for this app, ready to copy (after ``init_app``)."""
+    from bailing_flask import Bailing
+
+    config = Bailing.config(app)  # what init_app read: the paths below BAILING_PATH_PREFIX
     base_url = str(app.config["PUBLIC_BASE_URL"]).rstrip("/")
-    spec_url = base_url + str(app.config.get("BAILING_CATALOG_PATH") or "/.well-known/bailing/tools.json")
+    spec_url = base_url + config.catalog_path
     secret = app.config["BAILING_SECRETS"][0] if show_secret else "(configured, not shown)"
     lines = [
         "Register this app in BailingHub as a tool source:",
@@ -70,8 +73,7 @@ def registration_banner(app: Flask, *, show_secret: bool) -> str:
         f"  secret:             {secret}",
         "  subject:            structured tenant:user, e.g. t1:u1 (see example_app/seed.py)",
         "and in the route's tools.approval (type business_webhook):",
-        f"  url:                {base_url}"
-        + str(app.config.get("BAILING_APPROVAL_PATH") or "/.well-known/bailing/callbacks/approval"),
+        f"  url:                {base_url}{config.callback_path('approval')}",
     ]
     if not app.config.get("BAILING_CLIENT_TOKENS") or not app.config.get("BAILING_HUB_URL"):
         lines.append("Set BAILING_CLIENT_TOKEN and BAILING_HUB_URL so staff can approve refund "

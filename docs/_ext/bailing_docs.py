@@ -5,7 +5,7 @@ drift from it:
 
 ``.. bailing-settings::``
     A table of every configuration key in :data:`bailing_flask.settings.SETTINGS`
-    (key, default, effect). Each key becomes a link target for the
+    (key, type, default, effect). Each key becomes a link target for the
     ``:setting:`` role; a ``:setting:`` reference to a key that does not exist
     is a build warning (so an error under ``-W``).
 
@@ -142,10 +142,12 @@ class SettingsDirective(SphinxDirective):
             default = _format_default(setting.default)
             default_paragraph = nodes.paragraph()
             default_paragraph += nodes.literal(default, default)
+            type_paragraph = nodes.paragraph()
+            type_paragraph.extend(_text_with_literals(setting.type))
             doc_paragraph = nodes.paragraph()
             doc_paragraph.extend(_text_with_literals(setting.doc))
-            rows.append([key_paragraph, default_paragraph, doc_paragraph])
-        return [_table(["Key", "Default", "Effect"], [26, 18, 56], rows)]
+            rows.append([key_paragraph, type_paragraph, default_paragraph, doc_paragraph])
+        return [_table(["Key", "Type", "Default", "Effect"], [22, 18, 14, 46], rows)]
 
 
 def _missing_setting(app: Sphinx, env: Any, node: nodes.Element, contnode: nodes.Node) -> None:
