@@ -75,7 +75,7 @@ class _CallChecks(_Diagnosis):
             self.add(Check(
                 "authz_probe", "warn",
                 "skipped by the hub: no x-bailing-authz-probe and no parameter-less GET tool",
-                fix="Declare a dedicated probe endpoint (bailing_flask serves one at BAILING_PROBE_PATH "
+                fix="Declare a dedicated probe endpoint (bailing_flask serves one below BAILING_PATH_PREFIX "
                     "and advertises it in the catalog).",
             ))
             self.skip("authz_probe.verifies", "no probe target")
@@ -131,8 +131,8 @@ class _CallChecks(_Diagnosis):
                 fix = self._prefix_hint(target.path) or (
                     f"Serve the probe at base_url + {target.path} (the hub requests exactly that).")
             elif target.mode == "tool":
-                fix = ("Declare a dedicated probe (bailing_flask: BAILING_PROBE_PATH) or mark a "
-                       "subject-bound GET tool subject_required so the hub can judge it.")
+                fix = ("Declare a dedicated probe (bailing_flask: BAILING_PATH_PREFIX + /authz-probe) "
+                       "or mark a subject-bound GET tool subject_required so the hub can judge it.")
             elif final.status is not None and 200 <= final.status < 300:
                 fix = "Answer a top-level boolean: {\"authorized\": false} for the probe subject."
             self.add(Check(

@@ -230,8 +230,8 @@ class _CatalogChecks(_Diagnosis):
                 f"{summary}: nothing is served at {self.catalog.target}",
                 detail="The hub keeps its old catalog.",
                 fix=("Check spec_url: by default bailing_flask serves the catalog at "
-                     f"<app root>{WELL_KNOWN_CATALOG} (BAILING_CATALOG_PATH); behind a prefix the "
-                     "public URL includes it."),
+                     f"<app root>{WELL_KNOWN_CATALOG} (BAILING_PATH_PREFIX + /tools.json); behind a "
+                     "prefix the public URL includes it."),
             ))
             return None
         detail = f"Reason given: {reason}." if reason else None

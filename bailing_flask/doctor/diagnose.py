@@ -63,8 +63,9 @@ def _describe_401(reason: str | None, exchange: _Exchange, *, catalog: bool) -> 
                 f"or re-encodes the URL, causes this: traps T3, T5).")
     if reason == "missing_signature":
         extra = (" With bailing_flask it also means that the app did not recognise the request as its "
-                 "catalog (the path it saw differs from BAILING_CATALOG_PATH under SCRIPT_NAME, e.g. a "
-                 "middleware rewrote PATH_INFO without setting SCRIPT_NAME)." if catalog else "")
+                 "catalog (the path it saw differs from BAILING_PATH_PREFIX + /tools.json under "
+                 "SCRIPT_NAME, e.g. a middleware rewrote PATH_INFO without setting SCRIPT_NAME)."
+                 if catalog else "")
         return (f"The server says {what} carried no valid X-Bailing-Signature: something between the "
                 f"hub and the app may drop X-Bailing-* headers.{extra}")
     if reason in ("malformed_signature", "malformed_timestamp"):
@@ -160,7 +161,7 @@ class _Diagnosis(_Session):
             fix = "Synchronise the server's clock with NTP."
         elif reason == "missing_signature":
             fix = ("Configure the proxy/gateway to forward X-Bailing-* headers unchanged; with bailing_flask, "
-                   f"make spec_url's path exactly the public prefix + BAILING_CATALOG_PATH "
+                   f"make spec_url's path exactly the public prefix + BAILING_PATH_PREFIX + /tools.json "
                    f"(default {WELL_KNOWN_CATALOG})")
             fix += (" without the trailing slash." if signed_path.split("?")[0].endswith("/") else ".")
         else:

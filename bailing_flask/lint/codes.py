@@ -605,7 +605,7 @@ _TABLE: tuple[Code, ...] = (
        "the authorization probe at {public!r} is not under the path {base!r} of "
        "BAILING_BASE_URL, so the catalog does not advertise it and the hub probes a "
        "parameter-less GET tool instead",
-       "set BAILING_PROBE_PATH to a path under the base URL",
+       "set BAILING_PATH_PREFIX to a path under the base URL",
        stages=("registry",)),
     _c("decorator_order", "info", "bailing", None,
        "@tool on {view} sits above the route decorator; the gate guards the route either way, "
