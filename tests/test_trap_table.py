@@ -2,7 +2,8 @@
 
 The trap table of ``docs/security.rst`` lists the places where a naive
 implementation disagrees with the hub, numbered there from 1 to 36, each with
-an anchor ``trap-t<n>``. Each row ends with a ``Regression tests:`` line naming tests
+an anchor ``trap-t<n>`` (a row found later about the same trap takes a letter:
+``T32b``, anchor ``trap-t32b``). Each row ends with a ``Regression tests:`` line naming tests
 as ``path::name``, or with a ``Not checked here:`` line that says why the
 trap is not this package's to check. This test reads the table and the
 test files (with ``ast``, without importing them) and fails when a row
@@ -20,13 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SECURITY = ROOT / "docs" / "security.rst"
 TRAPS = range(1, 37)
 
-_TRAP_IDS = re.compile(r"\*\*T(\d+)(?:, T(\d+))?\*\*")
+_TRAP_IDS = re.compile(r"\*\*T(\d+[a-z]?)(?:, T(\d+[a-z]?))?\*\*")
 _NAMED = re.compile(r"``(tests/[\w/]+\.py)::(\w+)``")
 
 
-def trap_rows(text: str) -> dict[int, str]:
-    """Trap number -> the text of its row, from every list-table of the page."""
-    rows: dict[int, str] = {}
+def trap_rows(text: str) -> dict[str, str]:
+    """Trap number (``"32"``, ``"32b"``) -> the text of its row, from every list-table of the page."""
+    rows: dict[str, str] = {}
     current: list[str] = []
 
     def close() -> None:
@@ -35,8 +36,8 @@ def trap_rows(text: str) -> dict[int, str]:
         found = _TRAP_IDS.search(first_cell)
         if found:
             for number in filter(None, found.groups()):
-                assert int(number) not in rows, f"trap T{number} has two rows"
-                rows[int(number)] = block
+                assert number not in rows, f"trap T{number} has two rows"
+                rows[number] = block
 
     for line in text.splitlines():
         if line.startswith("   * - "):
@@ -63,7 +64,8 @@ def defined_tests(path: str) -> frozenset[str]:
 def test_every_trap_has_one_row_and_an_anchor():
     text = SECURITY.read_text(encoding="utf-8")
     rows = trap_rows(text)
-    assert sorted(rows) == list(TRAPS)
+    assert sorted(int(number) for number in rows if number.isdigit()) == list(TRAPS)
+    assert all(int(number.rstrip("abcdefghijklmnopqrstuvwxyz")) in TRAPS for number in rows)
     for number, row in rows.items():
         assert f".. _trap-t{number}:" in row, f"trap T{number} has no anchor trap-t{number}"
 
@@ -110,9 +112,10 @@ def test_the_table_reader_sees_what_a_row_says():
         "Text after the table.",
     ])
     rows = trap_rows(text)
-    assert sorted(rows) == [1, 2, 3]
-    assert rows[1] is rows[2] and "two in one row" in rows[1]
-    assert _NAMED.findall(rows[1]) == [("tests/test_trap_table.py",
-                                        "test_every_named_regression_test_exists")]
-    assert "Not checked here" in rows[3] and "Text after" not in rows[3]
+    assert sorted(rows) == ["1", "2", "3"]
+    assert rows["1"] is rows["2"] and "two in one row" in rows["1"]
+    assert _NAMED.findall(rows["1"]) == [("tests/test_trap_table.py",
+                                          "test_every_named_regression_test_exists")]
+    assert "Not checked here" in rows["3"] and "Text after" not in rows["3"]
+    assert sorted(trap_rows(text.replace("**T3**", "**T3b**"))) == ["1", "2", "3b"]
     assert "test_every_named_regression_test_exists" in defined_tests("tests/test_trap_table.py")

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
+from bailing_flask.approvals import ApprovalRefused, spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import ConfigurationError
@@ -159,7 +160,8 @@ class _Plan:
     reads plain attributes instead of re-deriving the policy every call.
     """
 
-    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic")
+    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic",
+                 "approval")
 
     def __init__(self, tool: Tool) -> None:
         options = tool.options
@@ -169,6 +171,8 @@ class _Plan:
         self.domain = options.idempotency_key
         self.rerun_uncertain = bool(options.rerun_uncertain)
         self.failure_is_atomic = bool(options.failure_is_atomic)
+        #: ``business_approval``: the reservation also spends the call's approval
+        self.approval = bool(options.business_approval)
 
     def key(self, call: ToolCall) -> str:
         if self.domain is not None:
@@ -316,11 +320,16 @@ class Idempotency:
     # -- the run ---------------------------------------------------------------------------
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
-        """Run ``execute`` at most once per call identity."""
+        """Run ``execute`` at most once per call identity.
+
+        :raises ApprovalRefused: a ``business_approval`` tool's approval was spent already.
+        """
         plan = self._plans.get(id(tool))
         if plan is None or plan.tool is not tool:
             plan = self._plan(tool)
         if not plan.applies:
+            if plan.approval:
+                self._spend_alone(plan, call)
             return execute()
         mode = tool.options.transactional
         if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
@@ -333,8 +342,13 @@ class Idempotency:
                              verified.unsigned.idempotency_key)
         try:
             store = self._store or self.store()
-            held = store.claim(key, token=token, lease_seconds=settings.lease,
-                               retention_seconds=settings.retention, meta=meta)
+            if plan.approval:
+                held = spend_approval(store, tool, call, key, token=token,
+                                      lease_seconds=settings.lease,
+                                      retention_seconds=settings.retention, meta=meta)
+            else:
+                held = store.claim(key, token=token, lease_seconds=settings.lease,
+                                   retention_seconds=settings.retention, meta=meta)
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
                          exc, plan.name)
@@ -346,6 +360,25 @@ class Idempotency:
             if refused is not None:
                 return refused
         return self._first_run(store, plan, key, token, settings, execute)
+
+    def _spend_alone(self, plan: _Plan, call: ToolCall) -> None:
+        """A ``business_approval`` tool without de-duplication: spend its approval, once.
+
+        No reservation and no stored answer, so a repeat of the same call is
+        refused like any other (``approval: used``).
+        """
+        settings = self._settings()
+        verified = call.verified
+        meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
+                             verified.unsigned.idempotency_key)
+        try:
+            spend_approval(self.store(), plan.tool, call, "idem:" + verified.identity,
+                           token=_TOKENS.next(), lease_seconds=settings.lease,
+                           retention_seconds=settings.retention, meta=meta, reserve=False)
+        except StoreUnavailable as exc:
+            logger.error("bailing: idempotency store unavailable (%s); refusing %r, whose "
+                         "approval cannot be spent", exc, plan.name)
+            raise ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
 
     def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
               settings: _Settings, held: Reservation) -> Response | None:

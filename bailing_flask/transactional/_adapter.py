@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bailing_flask.stores import Entry, StoredResponse
-from bailing_flask.transactional._records import ListState, _Record
+from bailing_flask.transactional._records import ListState, _ApprovalTaken, _Duplicate, _Record
 
 logger = logging.getLogger("bailing_flask")
 
@@ -32,6 +32,30 @@ class _CallTransaction(ABC):
     @abstractmethod
     def complete(self, record: _Record, response: StoredResponse) -> None:
         """Write the answer into the row (re-inserting it if the view rolled back)."""
+
+    @abstractmethod
+    def _approval_row(self, record: _Record, *, insert: bool) -> int:
+        """Insert the row of the approval ``record`` spends (``insert``), or touch it; the row
+        count. Raises :class:`_Duplicate` or :class:`_Busy` as :meth:`reserve` does."""
+
+    def spend_approval(self, record: _Record) -> None:
+        """With :meth:`reserve`: the row of the approval the call spends, in its transaction.
+
+        Raises :class:`_ApprovalTaken` when another call's committed transaction spent it
+        (PostgreSQL waits for an open one first; SQLite's write lock already did).
+        """
+        if record.approval is None:
+            return
+        try:
+            self._approval_row(record, insert=True)
+        except _Duplicate:
+            raise _ApprovalTaken() from None
+
+    def keep_approval(self, record: _Record) -> None:
+        """With :meth:`complete`: the approval's row is still this call's, or is taken again
+        (a view that rolled back took it away); :class:`_ApprovalTaken` if someone else has it."""
+        if record.approval is not None and not self._approval_row(record, insert=False):
+            self.spend_approval(record)
 
     @abstractmethod
     def commit(self) -> None:

@@ -17,7 +17,11 @@ from bailing_flask.transactional._records import (
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
+    _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
+    _KEEP_APPROVAL_SQL,
+    _approval_values,
+    _keep_approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -262,6 +266,11 @@ class _DBAPICall(_CallTransaction):
     def reserve(self, record: _Record) -> None:
         self._begin()
         self._insert(record)
+
+    def _approval_row(self, record: _Record, *, insert: bool) -> int:
+        if insert:
+            return int(self._execute(_INSERT_APPROVAL_SQL, _approval_values(record)).rowcount)
+        return int(self._execute(_KEEP_APPROVAL_SQL, _keep_approval_values(record)).rowcount)
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
         headers = _encode_headers(response.headers)

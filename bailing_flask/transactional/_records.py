@@ -80,6 +80,10 @@ class _Busy(Exception):
     """The database gave up waiting for a lock (another transaction holds it)."""
 
 
+class _ApprovalTaken(Exception):
+    """Another call's committed transaction spent the approval this call wanted to spend."""
+
+
 @dataclass(frozen=True)
 class _Record:
     key: str
@@ -87,6 +91,9 @@ class _Record:
     meta: EntryMeta
     created_at: float
     expires_at: float
+    #: ``business_approval`` tools: the approval this call spends, ``(approval_id, when its row
+    #: expires)``; a row of its own, inserted in the call's transaction (see _approval_values)
+    approval: tuple[int, float] | None = None
 
 
 def _classify(exc: BaseException) -> str | None:
@@ -128,6 +135,19 @@ _INSERT_SQL = (
 )
 _COMPLETE_SQL = "UPDATE {t} SET state = ?, status = ?, headers = ?, body = ? WHERE call_key = ? AND token = ?"
 
+#: An approval spent in the transaction mode is a row of the same table: ``call_key`` is
+#: ``approval:<id>``, ``state`` is ``approval``, ``note`` the key of the call that spent it. Its
+#: primary key makes a second transaction spending it wait for the first (PostgreSQL) or for
+#: the write lock (SQLite), then fail as a duplicate; a rollback takes it back with the call.
+_APPROVAL = "approval"
+_APPROVAL_PREFIX = "approval:"
+_INSERT_APPROVAL_SQL = (
+    "INSERT INTO {t} (call_key, state, token, tool, job_id, subject, unsigned_key, created_at, "
+    "expires_at, status, headers, body, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: still there, and this call's? (a view that rolled back the session took it away)
+_KEEP_APPROVAL_SQL = "UPDATE {t} SET note = ? WHERE call_key = ? AND token = ?"
+
 
 def _placeholders(statement: str, table: str, paramstyle: str) -> str:
     """``statement`` for ``table`` in a DB-API ``paramstyle`` (positional parameters)."""
@@ -157,6 +177,20 @@ def _insert_values(record: _Record, state: str = _RUNNING, status: int | None = 
             status, headers, body)
 
 
+def _approval_values(record: _Record) -> tuple[Any, ...]:
+    """The row of the approval ``record`` spends, for :data:`_INSERT_APPROVAL_SQL`."""
+    assert record.approval is not None
+    approval_id, expires_at = record.approval
+    return (f"{_APPROVAL_PREFIX}{approval_id}", _APPROVAL, record.token, record.meta.tool,
+            record.meta.job_id, record.meta.subject, None, record.created_at,
+            max(expires_at, record.expires_at), None, None, None, record.key)
+
+
+def _keep_approval_values(record: _Record) -> tuple[Any, ...]:
+    assert record.approval is not None
+    return (record.key, f"{_APPROVAL_PREFIX}{record.approval[0]}", record.token)
+
+
 def _entry(row: Any) -> Entry:
     """A database row (a sequence in column order) as the store API's :class:`Entry`."""
     (key, state, token, tool, job_id, subject, unsigned_key, created_at, expires_at,
@@ -184,6 +218,8 @@ _COLUMNS = ("call_key", "state", "token", "tool", "job_id", "subject", "unsigned
 
 
 def _matches(entry: Entry, state: ListState | None) -> bool:
+    if entry.key.startswith(_APPROVAL_PREFIX):
+        return False  # the row of a spent approval, not a call
     if state is None:
         return True
     if state == "completed":

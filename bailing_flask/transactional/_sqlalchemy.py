@@ -17,7 +17,11 @@ from bailing_flask.transactional._records import (
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
+    _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
+    _KEEP_APPROVAL_SQL,
+    _approval_values,
+    _keep_approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -73,8 +77,8 @@ class SQLAlchemyTransaction(TransactionAdapter):
         self._lock = threading.Lock()
         # defined now, so a db.create_all() or an Alembic autogenerate that follows sees it
         self._table: Table = _define_table(self._metadata_for_table(), self.table_name)
-        #: the request path's two statements per DB-API paramstyle (built on first use)
-        self._sql: dict[str, tuple[str, str]] = {}
+        #: the request path's statements per DB-API paramstyle (built on first use)
+        self._sql: dict[str, tuple[str, ...]] = {}
 
     def __repr__(self) -> str:
         return f"SQLAlchemyTransaction(table={self.table_name!r})"
@@ -255,7 +259,8 @@ class _SQLAlchemyCall(_CallTransaction):
         return self._conn
 
     def _execute(self, which: int, values: tuple[Any, ...]) -> int:
-        """Run the INSERT (0) or the UPDATE (1) on the session's own connection; the row count.
+        """Run the INSERT (0), the UPDATE (1), or an approval's INSERT (2) or UPDATE (3) on the
+        session's own connection; the row count.
 
         Straight through the driver's cursor of the connection the session's transaction
         holds (so in that transaction): SQLAlchemy's statement execution costs more than the
@@ -267,8 +272,8 @@ class _SQLAlchemyCall(_CallTransaction):
             statements = self.adapter._sql.get(paramstyle)
             if statements is None:
                 table = self.adapter.table_name
-                statements = (_placeholders(_INSERT_SQL, table, paramstyle),
-                              _placeholders(_COMPLETE_SQL, table, paramstyle))
+                statements = tuple(_placeholders(statement, table, paramstyle) for statement in (
+                    _INSERT_SQL, _COMPLETE_SQL, _INSERT_APPROVAL_SQL, _KEEP_APPROVAL_SQL))
                 self.adapter._sql[paramstyle] = statements
             cursor = connection.connection.cursor()
             try:
@@ -291,6 +296,11 @@ class _SQLAlchemyCall(_CallTransaction):
 
     def reserve(self, record: _Record) -> None:
         self._insert(record)
+
+    def _approval_row(self, record: _Record, *, insert: bool) -> int:
+        if insert:
+            return self._execute(2, _approval_values(record))
+        return self._execute(3, _keep_approval_values(record))
 
     @contextmanager
     def guard(self, record: _Record) -> Iterator[None]:
