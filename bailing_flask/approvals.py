@@ -30,7 +30,7 @@ reserved, in the same atomic step of the store
 store records which call spent it. A repeat of that call is answered from
 its idempotency record as before; any other call -- the same arguments
 serialised differently, sent at the same time or later -- is refused with
-``approval: used`` (:func:`spend_approval`). In the transaction mode the
+``approval: used`` (``_spend_approval``). In the transaction mode the
 approval is spent in the app's own transaction instead
 (:mod:`bailing_flask.transactional`).
 
@@ -77,12 +77,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "APPROVAL_KEY",
-    "ApprovalRefused",
     "BusinessApprovals",
-    "approval_candidates",
     "check_business_approval",
-    "refusal",
-    "spend_approval",
     "call_arguments",
     "call_args_hash",
 ]
@@ -91,7 +87,7 @@ logger = logging.getLogger("bailing_flask")
 
 #: Where the check leaves the approved records whose arguments match the call, for the step
 #: that spends one of them (a tuple of :class:`ApprovalRecord`, oldest first).
-CANDIDATES_KEY = "bailing.approval_candidates"
+_CANDIDATES_KEY = "bailing.approval_candidates"
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
@@ -214,9 +210,13 @@ class BusinessApprovals:
 
 
 def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> ErrorInfo | None:
-    """``None`` when this app approved exactly this call, else the refusal."""
+    """``None`` when this app approved exactly this call, else the refusal.
+
+    The approvals found are only noted: one of them is spent where the call
+    is reserved (``_spend_approval``), atomically with the reservation.
+    """
     if not call.job_id:
-        return refusal(tool, call, "missing")
+        return _refusal(tool, call, "missing")
     try:
         records = state.idempotency.store().find_approvals(job_id=call.job_id, tool=tool.name)
     except (StoreUnavailable, NotImplementedError) as exc:
@@ -225,8 +225,8 @@ def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> 
     mine = [record for record in records if record.subject == call.subject]
     approved = [record for record in mine if record.status == "approved"]
     matching = tuple(record for record in approved if _arguments_match(tool, call, record))
-    if matching:  # spent (or found spent) where the call is reserved: spend_approval
-        request.environ[CANDIDATES_KEY] = matching
+    if matching:  # spent (or found spent) where the call is reserved: _spend_approval
+        request.environ[_CANDIDATES_KEY] = matching
         return None
     if approved:
         problem = "arguments_differ"
@@ -234,10 +234,10 @@ def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> 
         problem = "denied"
     else:
         problem = "pending" if mine else "missing"
-    return refusal(tool, call, problem)
+    return _refusal(tool, call, problem)
 
 
-class ApprovalRefused(Exception):
+class _ApprovalRefused(Exception):
     """No approval could be spent on the call; the gate answers ``info`` (and audits it)."""
 
     def __init__(self, info: ErrorInfo) -> None:
@@ -245,18 +245,18 @@ class ApprovalRefused(Exception):
         self.info = info
 
 
-def approval_candidates(tool: Tool, call: ToolCall) -> tuple[ApprovalRecord, ...]:
+def _approval_candidates(tool: Tool, call: ToolCall) -> tuple[ApprovalRecord, ...]:
     """The approvals :func:`check_business_approval` found for this call, oldest first.
 
-    :raises ApprovalRefused: there are none (the check did not run: fail closed).
+    :raises _ApprovalRefused: there are none (the check did not run: fail closed).
     """
-    found: tuple[ApprovalRecord, ...] | None = request.environ.get(CANDIDATES_KEY)
+    found: tuple[ApprovalRecord, ...] | None = request.environ.get(_CANDIDATES_KEY)
     if not found:
-        raise ApprovalRefused(refusal(tool, call, "missing"))
+        raise _ApprovalRefused(_refusal(tool, call, "missing"))
     return found
 
 
-def spend_approval(
+def _spend_approval(
     store: IdempotencyStore, tool: Tool, call: ToolCall, key: str, *, token: str,
     lease_seconds: float, retention_seconds: float, meta: EntryMeta, reserve: bool = True,
 ) -> Reservation | None:
@@ -267,11 +267,11 @@ def spend_approval(
     approval spent). A store that cannot spend approvals makes the call fail
     closed with ``503``.
 
-    :raises ApprovalRefused: every approval of the call was spent already
+    :raises _ApprovalRefused: every approval of the call was spent already
         (``approval: used``), or none is left (``missing``).
     :raises StoreUnavailable: as :meth:`~bailing_flask.stores.IdempotencyStore.claim`.
     """
-    candidates = approval_candidates(tool, call)
+    candidates = _approval_candidates(tool, call)
     try:
         claim = store.claim_approved(
             key, approval_ids=[record.approval_id for record in candidates], token=token,
@@ -281,7 +281,7 @@ def spend_approval(
     except NotImplementedError as exc:
         logger.error("bailing: %s; refusing every call of business_approval tool %r", exc,
                      tool.name)
-        raise ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
+        raise _ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
     if claim.outcome == "reserved":
         request.environ[APPROVAL_KEY] = claim.approval_id
         return None
@@ -290,10 +290,10 @@ def spend_approval(
         if spent:  # the approval this call spent when it first ran
             request.environ[APPROVAL_KEY] = spent[0]
         return claim.reservation
-    raise ApprovalRefused(refusal(tool, call, claim.outcome))
+    raise _ApprovalRefused(_refusal(tool, call, claim.outcome))
 
 
-def refusal(tool: Tool, call: ToolCall, problem: str) -> ErrorInfo:
+def _refusal(tool: Tool, call: ToolCall, problem: str) -> ErrorInfo:
     """``403 business_approval_required`` with ``approval: problem``, logged."""
     if problem == "used":
         logger.warning(

@@ -1462,6 +1462,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
         "resolve": lambda: store.resolve("k-new", response=None, note="", retention_seconds=5),
         "cleanup": lambda: store.cleanup(),
         "remember_signature": lambda: store.remember_signature("s", ttl_seconds=5),
+        "claim_approved": lambda: spend(store, "k-new", "t"),
         "ping": store.ping,
     }
 
@@ -1756,6 +1757,24 @@ def test_redis_outage_fails_fast_and_the_same_store_recovers(
     server.restart()
     assert reserve(store, "k2", "token-c").outcome == "reserved"
     store.close()
+
+
+def test_redis_spends_an_approval_after_the_server_lost_its_scripts(
+    redis_server: RedisServer, clock: Clock
+) -> None:
+    import redis
+
+    store = RedisStore(redis_server.url, clock=clock, prefix=_prefix())
+    raw = redis.Redis.from_url(redis_server.url)
+    try:
+        approved(store)
+        raw.script_flush()  # as after a restart of a server that keeps its data
+        assert spend(store, "idem:first", "t") == ApprovalClaim("reserved", approval_id=123)
+        raw.script_flush()
+        assert spend(store, "idem:second", "u") == ApprovalClaim("used")
+    finally:
+        raw.close()
+        store.close()
 
 
 def test_redis_frozen_server_times_out_instead_of_hanging(

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, current_app
 from werkzeug.exceptions import HTTPException
 
-from bailing_flask.approvals import ApprovalRefused, spend_approval
+from bailing_flask.approvals import _ApprovalRefused, _spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import ConfigurationError
@@ -322,7 +322,7 @@ class Idempotency:
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
         """Run ``execute`` at most once per call identity.
 
-        :raises ApprovalRefused: a ``business_approval`` tool's approval was spent already.
+        :raises _ApprovalRefused: a ``business_approval`` tool's approval was spent already.
         """
         plan = self._plans.get(id(tool))
         if plan is None or plan.tool is not tool:
@@ -343,7 +343,7 @@ class Idempotency:
         try:
             store = self._store or self.store()
             if plan.approval:
-                held = spend_approval(store, tool, call, key, token=token,
+                held = _spend_approval(store, tool, call, key, token=token,
                                       lease_seconds=settings.lease,
                                       retention_seconds=settings.retention, meta=meta)
             else:
@@ -372,13 +372,13 @@ class Idempotency:
         meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
                              verified.unsigned.idempotency_key)
         try:
-            spend_approval(self.store(), plan.tool, call, "idem:" + verified.identity,
+            _spend_approval(self.store(), plan.tool, call, "idem:" + verified.identity,
                            token=_TOKENS.next(), lease_seconds=settings.lease,
                            retention_seconds=settings.retention, meta=meta, reserve=False)
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing %r, whose "
                          "approval cannot be spent", exc, plan.name)
-            raise ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
+            raise _ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
 
     def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
               settings: _Settings, held: Reservation) -> Response | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
 
-from bailing_flask.approvals import APPROVAL_KEY, ApprovalRefused, approval_candidates, refusal
+from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_candidates, _refusal
 from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
@@ -107,7 +107,7 @@ class TransactionalIdempotency:
             except _ApprovalTaken:  # another call's committed transaction spent it
                 transaction.rollback()
                 if not approvals:
-                    raise ApprovalRefused(refusal(tool, call, "used")) from None
+                    raise _ApprovalRefused(_refusal(tool, call, "used")) from None
                 record = dataclasses.replace(record, approval=approvals.pop(0))
                 attempt -= 1
                 continue
@@ -138,13 +138,13 @@ class TransactionalIdempotency:
         (spent in the store mode, or marked after a commit here); the table's
         row of each decides in the end.
         """
-        candidates = approval_candidates(tool, call)
+        candidates = _approval_candidates(tool, call)
         found = [(r.approval_id, r.expires_at) for r in candidates if r.used_by in (None, key)]
         spent = [r.approval_id for r in candidates if r.used_by == key]
         if spent:  # this call spent it before: a repeat is answered from its row
             request.environ[APPROVAL_KEY] = spent[0]
         if not found:
-            raise ApprovalRefused(refusal(tool, call, "used"))
+            raise _ApprovalRefused(_refusal(tool, call, "used"))
         return found
 
     def _mark_spent(self, tool: Tool, record: _Record) -> None:
@@ -228,7 +228,7 @@ class TransactionalIdempotency:
             transaction.commit()
         except _ApprovalTaken:  # the view rolled back, and another call spent it meanwhile
             transaction.rollback()
-            raise ApprovalRefused(refusal(tool, call, "used")) from None
+            raise _ApprovalRefused(_refusal(tool, call, "used")) from None
         except (_Duplicate, _Busy):
             transaction.rollback()
             logger.warning("bailing: call %s of tool %r lost its reservation (the view rolled back) "
