@@ -64,6 +64,7 @@ class ToolKwargs(TypedDict, total=False):
     business_approval: bool
     response: type[BaseModel] | type[list[Any]]
     max_items: int
+    error_response: type[BaseModel] | type[list[Any]]
     result: Callable[..., Any]
     model_chooses: Mapping[str, str]
     transactional: bool

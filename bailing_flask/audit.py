@@ -16,6 +16,14 @@ and never for ``sensitive`` tools; an exception is recorded by its class,
 never its message (which may quote data); a request body never appears.
 When nobody reads records (the logger is not enabled for ``INFO``, no
 receiver, no telemetry) none is built.
+
+A record can hold text a caller chose (the subject, ``X-Bailing-Client``,
+the method of a refused request, argument values), so before it is handed
+to anyone every string in it is bounded (:data:`MAX_FIELD_CHARS`; a longer
+one keeps its start and ends with ``…[cut: N characters]``), and the logged
+line escapes every character a line-based reader could take for a line
+break (``U+0085``, ``U+2028``, ``U+2029`` and the other C1 controls; JSON
+itself escapes the C0 ones), so one record is always exactly one line.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,6 +51,7 @@ __all__ = [
     "AUDIT_FIELDS",
     "AUDIT_FIELD_DOCS",
     "AUDIT_LOGGER",
+    "MAX_FIELD_CHARS",
     "TelemetryHook",
     "exception_status",
     "gate_record",
@@ -101,6 +111,14 @@ FAILED_KEY = "bailing.failed"
 APPROVAL_KEY = "bailing.approval_id"
 _MAX_CLAIMED = 64
 _MAX_PATH = 200
+#: The longest string any field of a record holds (argument values and names included).
+MAX_FIELD_CHARS = 256
+#: The most items a list in a record keeps (argument values with ``BAILING_AUDIT_ARGUMENT_VALUES``).
+_MAX_ITEMS = 50
+#: Characters ``json.dumps(ensure_ascii=False)`` leaves raw that a line-based reader
+#: (Python's ``str.splitlines``, JavaScript, many log shippers) may take for a line break,
+#: with the rest of the C1 controls (terminals act on some of them).
+_RAW_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
 class TelemetryHook(Protocol):
@@ -132,8 +150,49 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _escape_break(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def _json(record: Mapping[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    """One line of JSON: readable non-ASCII text, but no character a reader splits lines on.
+
+    The escaped characters can only occur inside JSON strings, where
+    ``\\uXXXX`` means the same character, so the line still parses to the
+    same record.
+    """
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    if not text.isascii():
+        text = _RAW_BREAKS.sub(_escape_break, text)
+    return text
+
+
+def _cut(text: str) -> str:
+    return f"{text[:MAX_FIELD_CHARS]}…[cut: {len(text)} characters]"
+
+
+def _bounded(value: Any) -> Any:
+    """``value`` with every string at most :data:`MAX_FIELD_CHARS` and every list at most 50 items."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_FIELD_CHARS else _cut(value)
+    if isinstance(value, dict):
+        return {_bounded(k) if isinstance(k, str) else k: _bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_bounded(item) for item in value[:_MAX_ITEMS]]
+        if len(value) > _MAX_ITEMS:
+            items.append(f"…[cut: {len(value)} items]")
+        return items
+    return value
+
+
+def _bound_record(record: dict[str, Any]) -> None:
+    """Bound every string of ``record`` in place (most fields are short: one check each)."""
+    for key, value in record.items():
+        if value.__class__ is str:
+            if len(value) > MAX_FIELD_CHARS:
+                record[key] = _cut(value)
+        elif isinstance(value, (dict, list)):
+            record[key] = _bounded(value)
 
 
 def wanted(state: BailingState) -> bool:
@@ -204,6 +263,7 @@ def gate_record(
 
 def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate: bool = True) -> None:
     """Log, signal and trace one record. Never raises into the request."""
+    _bound_record(record)
     if audit_logger.isEnabledFor(logging.INFO):
         audit_logger.info("%s", _json(record), extra={"bailing": record})
     if audit_record.receivers:

@@ -117,12 +117,18 @@ def _registration() -> list[str]:
 @click.option("--exercise", is_flag=True,
               help="Also send, in process, a request signed like the hub's to every declared tool "
                    "(every method) and check that bailing_flask answered it, naming whatever else did.")
-@click.option("--subject", default=None,
+@click.option("--subject", "subjects", multiple=True,
               help="With --exercise: a real subject, for the view's decorators and for calls to "
-                   "read-only tools (their views run).")
+                   "read-only tools (their views run). Twice (two users, best of two tenants): each "
+                   "read-only tool is called as both, and a cached answer shared between them is found.")
+@click.option("--probe-only", is_flag=True,
+              help="With --exercise: send only the probe requests, which the gate refuses (the "
+                   "before_request functions, the subject loader and the authorizer run; no decorator "
+                   "of a view, no view).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings (and the exercise) as JSON.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
-def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bool) -> None:
+def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, as_json: bool,
+                  strict: bool) -> None:
     """Lint the catalog like the hub compiles it, and the configuration; exit 1 on errors.
 
     With --exercise, every tool also gets the hub's request with the probe
@@ -131,12 +137,17 @@ def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bo
     asking the authorizer, so the view's own decorators run while the view
     itself is stopped before it starts. Anything that answered instead of
     the package (a before_request function, Flask-Login, CSRF, a limiter, a
-    redirect, a 404, an HTML error page, a cached response) is named with a
-    fix, and the exit status is 1.
+    redirect, a 404, an HTML error page, a cached response, an after_request
+    function that rewrote a refusal) is named with a fix, and the exit
+    status is 1. Before it sends anything it prints which of the app's
+    functions will run and on which databases, and it rolls back what they
+    write where it can (Flask-SQLAlchemy, BAILING_TRANSACTION).
     """
     from bailing_flask.config_check import check_all
 
     state = _state()
+    if (subjects or probe_only) and not exercise:
+        raise click.UsageError("--subject and --probe-only go with --exercise")
     if exercise and not state.has_secret:
         raise click.ClickException(
             "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
@@ -152,10 +163,21 @@ def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bo
     tools = len(state.registry().tools)
     failed = bool(errors or (strict and warnings))
     report = None
+    if not as_json:  # what check found, before the exercise runs anything
+        _print_findings(catalog.findings)
+        _print_problems(problems)
+        click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
+        for line in _registration():
+            click.echo(line)
     if exercise:
         from bailing_flask.exercise import run_exercise
 
-        report = run_exercise(current_app._get_current_object(), subject=subject)  # type: ignore[attr-defined]
+        if not as_json:
+            click.echo("")
+
+        report = run_exercise(current_app._get_current_object(), subject=subjects,  # type: ignore[attr-defined]
+                              probe_only=probe_only,
+                              on_plan=lambda plan: click.echo(plan + "\n", err=as_json))
         failed = failed or not report.ok
     if as_json:
         click.echo(json.dumps({
@@ -164,14 +186,8 @@ def check_command(exercise: bool, subject: str | None, as_json: bool, strict: bo
             "configuration": [p.to_dict() for p in problems],
             "exercise": report.to_dict() if report is not None else None,
         }, ensure_ascii=False, indent=2))
-    else:
-        _print_findings(catalog.findings)
-        _print_problems(problems)
-        click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
-        for line in _registration():
-            click.echo(line)
-        if report is not None:
-            click.echo("\n" + report.render())
+    elif report is not None:
+        click.echo(report.render())
     if failed:
         sys.exit(1)
 

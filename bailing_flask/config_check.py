@@ -20,7 +20,10 @@ Found at the first request (handlers and templates may be registered after
 * a template that renders ``bailing_chat_widget`` without
   ``BAILING_HUB_URL`` (or without a client token to sign tickets);
 * a ``business_approval`` tool without an approval handler, a client token
-  or a hub URL: every call would be refused.
+  or a hub URL: every call would be refused;
+* with ``bridge_flask_login``, a subject loader declared to return something
+  Flask-Login cannot use as ``current_user`` (a ``dict``, a plain
+  dataclass): every call through ``login_required`` would fail.
 """
 
 from __future__ import annotations
@@ -209,6 +212,18 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
                     "error", "BAILING_CLIENT_TOKENS", "business_approval_without_client_token",
                     f"{names} the business's approval, but without BAILING_CLIENT_TOKENS "
                     "no approval request can be verified: every call is refused"))
+    problems.extend(_login_bridge_problems(state))
+    return problems
+
+
+def _login_bridge_problems(state: BailingState) -> list[ConfigProblem]:
+    """The Flask-Login bridge's word on the subject loader (it knows what Flask-Login needs)."""
+    problems = []
+    for hook in state.ext.admission_hooks:
+        check = getattr(getattr(hook, "__self__", None), "loader_problem", None)
+        message = check(state.ext.subject_loader_func) if callable(check) else None
+        if message:
+            problems.append(ConfigProblem("error", "subject_loader", "login_user_invalid", message))
     return problems
 
 

@@ -226,6 +226,9 @@ class ToolOptions(_Model):
     #: ``max_length`` (the top-level list of ``list[Model]`` included); ``0``:
     #: no cap. Default: ``BAILING_RESPONSE_MAX_ITEMS``.
     max_items: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
+    #: The declared shape of non-2xx answers (a pydantic model class or ``list[Model]``);
+    #: without it, a tool with ``response=`` answers errors in the package's error shape.
+    error_response: Any = None
     #: ``result(value) -> value``: shapes a successful result before ``response=``.
     result: Callable[..., Any] | None = None
     #: Parameters the lint flags as identity, credential or infrastructure that
@@ -258,7 +261,7 @@ class ToolOptions(_Model):
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
 
-    @field_validator("response")
+    @field_validator("response", "error_response")
     @classmethod
     def _response_shape(cls, value: Any) -> Any:
         if value is None:

@@ -58,6 +58,8 @@ class SignatureError(BailingError):
     :param reason: stable reason code (a key of :data:`REASON_MESSAGES`).
     :param status: the HTTP status the refusal maps to (401, or 413/400 for
         body problems).
+    :param detail: a more precise explanation than the reason's, written by
+        this package (never request data); it becomes :attr:`message`.
     """
 
     def __init__(self, reason: str, status: int | None = None, detail: str | None = None) -> None:
@@ -70,7 +72,7 @@ class SignatureError(BailingError):
     @property
     def message(self) -> str:
         """The explanation shown to the caller (never contains request data)."""
-        return REASON_MESSAGES.get(self.reason, self.reason)
+        return self.detail or REASON_MESSAGES.get(self.reason, self.reason)
 
     @property
     def sdk_error(self) -> str:

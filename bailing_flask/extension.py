@@ -294,8 +294,9 @@ class Bailing:
         self.authorizer_func: Callable[..., Any] | None = None
         self.subject_loader_func: Callable[[str], Any] | None = None
         self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
-        #: called by the gate with every admitted :class:`ToolCall` (integrations)
-        self.admission_hooks: list[Callable[[Any], None]] = []
+        #: called by the gate with every :class:`ToolCall` it is about to admit
+        #: (integrations); an :class:`ErrorInfo` returned refuses the call
+        self.admission_hooks: list[Callable[[Any], ErrorInfo | None]] = []
         if app is not None:
             self.init_app(app)
 
@@ -419,7 +420,10 @@ class Bailing:
         then work for hub calls unchanged; ``fresh_login_required`` refuses
         them (``403 fresh_login_required``: a hub call is never a fresh
         login). The subject loader must return the objects your
-        ``user_loader`` returns. See :class:`~bailing_flask.integrations.FlaskLoginBridge`.
+        ``user_loader`` returns (or ``None``): a call whose user Flask-Login
+        cannot use (a ``dict``, a plain dataclass) is refused
+        ``500 login_user_invalid``, logged with the loader's name. See
+        :class:`~bailing_flask.integrations.FlaskLoginBridge`.
         """
         bridge = FlaskLoginBridge(login_manager)
         self.admission_hooks.append(bridge.admit)

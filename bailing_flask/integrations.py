@@ -13,6 +13,9 @@ hub call with one line, and only a hub call:
   own signatures;
 * :func:`rate_limit_key`: a Flask-Limiter ``key_func`` with one bucket per
   acting subject for tool calls;
+* :func:`cache_key`: a Flask-Caching key (``key_prefix=`` of
+  ``cache.cached``, ``make_name=`` of ``cache.memoize``) with one entry per
+  acting subject for tool calls;
 * :class:`FlaskLoginBridge` (through :meth:`Bailing.bridge_flask_login
   <bailing_flask.Bailing.bridge_flask_login>`): Flask-Login's
   ``current_user`` is the subject loader's user for an admitted call, and
@@ -24,7 +27,10 @@ hub call with one line, and only a hub call:
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import types
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +48,7 @@ __all__ = [
     "is_tool_call",
     "is_hub_request",
     "rate_limit_key",
+    "cache_key",
     "FlaskLoginBridge",
     "exempt_tool_calls_from_csrf",
 ]
@@ -129,11 +136,88 @@ def rate_limit_key() -> str:
     as Flask-Limiter's ``get_remote_address`` does::
 
         limiter = Limiter(key_func=bailing_flask.rate_limit_key, app=app)
+
+    An exact replay of a signed call (the same signature again, within the
+    window in which it verifies) proves nothing about who acts, so it never
+    counts against the subject's bucket: it is keyed on its remote address,
+    like any visitor. Replays are recognised by the signature, remembered in
+    the package's store (``BAILING_STORE``, shared by every worker and host
+    that shares the store), one write per tool call; only apps that use this
+    key function pay for it. If the store cannot answer, the call counts for
+    its subject, as before.
     """
     if is_tool_call():
-        verified: VerifiedCall = request.environ[ENVIRON_KEY]
+        environ = request.environ
+        verified: VerifiedCall = environ[ENVIRON_KEY]
+        if verified.signature and not _first_arrival(environ, verified.signature):
+            return request.remote_addr or "127.0.0.1"
         return f"bailing:subject:{verified.subject}" if verified.subject else "bailing:anonymous"
     return request.remote_addr or "127.0.0.1"
+
+
+def _first_arrival(environ: dict[str, Any], signature: str) -> bool:
+    state = _state()
+    if state is None:
+        return True
+    try:
+        return state.idempotency.first_arrival(environ, signature)
+    except Exception as exc:  # the store is down: count the call for its subject, as before
+        state.warn_once("rate_limit_store", "bailing: rate_limit_key could not ask the store "
+                        "whether a call is a replay (%s); replays count for their subject until "
+                        "it answers", type(exc).__name__)
+        return True
+
+
+# -- Flask-Caching ---------------------------------------------------------------------
+
+
+def _subject_part() -> str | None:
+    """``bailing/<sha256 of the signed subject>`` for a tool call, ``None`` for anything else."""
+    if not is_tool_call():
+        return None
+    verified: VerifiedCall = request.environ[ENVIRON_KEY]
+    if not verified.subject:
+        return "bailing/anonymous"
+    return "bailing/" + hashlib.sha256(verified.subject.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def cache_key(name: str | None = None) -> str:
+    """A Flask-Caching key with one entry per acting subject for hub calls.
+
+    A cached view answers from its key without running; Flask-Caching keys
+    ``cache.cached`` on the request path and ``cache.memoize`` on the
+    function and its arguments, so the second *authorized* subject to call a
+    tool gets the first one's answer -- another user's, another tenant's.
+    For a tool call (:func:`is_tool_call`) this key adds the **signed**
+    subject (as a SHA-256, so any subject makes a valid key); every other
+    request keeps exactly the key Flask-Caching gives it by default, so the
+    entries your pages already use stay where they are::
+
+        @app.get("/api/orders")
+        @cache.cached(timeout=60, key_prefix=bailing_flask.cache_key)
+        @tool(scope="order.read")
+        def orders(): ...
+
+        @cache.memoize(timeout=60, make_name=bailing_flask.cache_key)
+        def orders_of(user_id): ...
+
+    As ``key_prefix`` it is called with no argument and returns
+    ``view/<path>`` (Flask-Caching's default) or
+    ``bailing/<subject hash>/view/<path>``; with ``query_string=True``
+    Flask-Caching appends the hash of the query as usual. As ``make_name``
+    it gets the function's name and returns it, or
+    ``bailing/<subject hash>/<name>``. A key of a hub call always starts with
+    ``bailing/`` and a key of any other request never does, so no path a
+    browser requests can reach a subject's entry. ``cache.delete_memoized(f)``
+    still drops every entry of ``f``; ``delete_memoized(f, *args)`` and
+    ``delete_cached(path)``, called outside a hub call, drop the browsers'
+    entry only.
+    """
+    subject = _subject_part() if has_request_context() else None
+    if name is not None:
+        return name if subject is None else f"{subject}/{name}"
+    path = request.path if has_request_context() else ""
+    return f"view/{path}" if subject is None else f"{subject}/view/{path}"
 
 
 # -- Flask-WTF -----------------------------------------------------------------------
@@ -192,6 +276,43 @@ def _hub_refusal(reason: str) -> Response | None:
     return state.error_response(ErrorInfo.make(reason))
 
 
+#: what Flask-Login reads on ``current_user`` (``UserMixin`` has them all)
+_LOGIN_ATTRIBUTES = ("is_authenticated", "is_active", "is_anonymous", "get_id")
+
+
+def _qualname(func: Any) -> str:
+    func = getattr(func, "__func__", func)
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def login_user_problem(loader: Any, user: Any) -> str | None:
+    """Why ``user`` (what ``loader`` returned) cannot be Flask-Login's ``current_user``, or ``None``."""
+    if user is None:
+        return None
+    missing = [name for name in _LOGIN_ATTRIBUTES if not hasattr(user, name)]
+    if not missing:
+        return None
+    return (f"the subject loader {_qualname(loader)} returned a value of type "
+            f"{type(user).__name__}, which Flask-Login cannot use as current_user (it has no "
+            f"{', '.join(missing)}): with "
+            "bridge_flask_login the loader must return the objects your login_manager.user_loader "
+            "returns (a UserMixin), or None for a subject it does not know")
+
+
+def _annotated_return(loader: Any) -> Any:
+    try:
+        hints = typing.get_type_hints(loader)
+    except Exception:  # a forward reference that does not resolve: nothing to say
+        return None
+    returned = hints.get("return")
+    if typing.get_origin(returned) in (typing.Union, types.UnionType):
+        others = [arg for arg in typing.get_args(returned) if arg is not type(None)]
+        returned = others[0] if len(others) == 1 else None
+    if typing.get_origin(returned) is not None:  # dict[str, Any], Mapping[...]
+        returned = typing.get_origin(returned)
+    return returned if isinstance(returned, type) else None
+
+
 class FlaskLoginBridge:
     """Make Flask-Login's ``current_user`` the subject loader's user, for admitted calls only.
 
@@ -235,18 +356,54 @@ class FlaskLoginBridge:
             setattr(answer, _PATCHED_ATTR, True)
             setattr(manager, name, answer)
 
-    def admit(self, call: ToolCall) -> None:
-        """Called by the gate for every admitted call of an app that has this bridge."""
+    def loader_problem(self, loader: Any) -> str | None:
+        """What the annotated return type of ``loader`` says is wrong for Flask-Login, or ``None``.
+
+        For ``flask bailing check`` and the first request: a loader declared
+        to return a ``dict`` or a plain dataclass can never give Flask-Login
+        a user. An unannotated loader is checked on its first call instead.
+        """
+        if loader is None:
+            return None
+        returned = _annotated_return(getattr(loader, "__wrapped__", loader))
+        if returned is None or returned is object or returned is Any:
+            return None
+        missing = [name for name in _LOGIN_ATTRIBUTES if not hasattr(returned, name)]
+        if not missing:
+            return None
+        return (f"the subject loader {_qualname(loader)} is declared to return "
+                f"{returned.__name__}, which Flask-Login cannot use as current_user (it has no "
+                f"{', '.join(missing)}): with bridge_flask_login the loader must return the objects "
+                "your login_manager.user_loader returns (a UserMixin), or None")
+
+    def admit(self, call: ToolCall) -> ErrorInfo | None:
+        """Called by the gate for every call it is about to admit, in an app that has this bridge.
+
+        A user Flask-Login cannot use (a ``dict``, a plain dataclass) refuses
+        the call, ``500 login_user_invalid``, logged once with the loader's
+        name: ``login_required`` would otherwise fail on it with an
+        ``AttributeError`` deep in Flask-Login.
+        """
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         manager: Any = self.login_manager
         if id(getattr(app, "login_manager", None)) != id(manager):  # another app's manager
-            return
+            return None
+        if call.user is not None and not all(hasattr(call.user, a) for a in _LOGIN_ATTRIBUTES):
+            state = _state()
+            loader = state.ext.subject_loader_func if state is not None else None
+            problem = login_user_problem(loader, call.user) or "the subject loader's user"
+            if state is not None:
+                state.warn_once(("login_user", type(call.user).__name__),
+                                "bailing: refusing the call (500 login_user_invalid): %s", problem,
+                                level=logging.ERROR)
+            return ErrorInfo.make("login_user_invalid")
         anonymous: Callable[[], Any] = manager.anonymous_user
         user = call.user if call.user is not None else anonymous()
         # what Flask-Login's own loaders end with; replaces a user an earlier
         # before_request function may already have loaded for this request
         g._login_user = user
         request.environ[LOGIN_BRIDGED_KEY] = True
+        return None
 
 
 def forget_bridged_user(exc: BaseException | None = None) -> None:

@@ -63,9 +63,11 @@ _TABLE: tuple[Reason, ...] = (
        "X-Bailing-Job-Id must not contain '.'."),
     _r("ambiguous_signature", 401, "bad_signature",
        (
-           "The signed fields of this request could be read in more than one way (a '.' "
-           "followed by 64 hex digits and another '.' in the subject or the path and "
-           "query), so the signature cannot tell which request the hub signed."
+           "The signed fields of this request could be read as another request (64 "
+           "lowercase hex digits between dots in the subject, or the empty body's sha256 "
+           "between dots in a GET's path or query), so the signature cannot tell which one "
+           "the hub signed. Build subjects without such a run; send such a GET value without "
+           "the dots around it."
        )),
     _r("unexpected_body", 401, "bad_signature",
        "A GET or HEAD request signed by the hub never carries a body."),
@@ -122,6 +124,18 @@ _TABLE: tuple[Reason, ...] = (
            "answer were committed, or nothing happened; the same call sent again is answered "
            "from the record or runs."
        )),
+    _r("transaction_ended_by_view", 500, "conflict",
+       (
+           "The tool's code committed or ended the database transaction this call runs in, "
+           "so its answer could not be recorded with its changes: the changes may have "
+           "happened. The call is left uncertain until an operator reconciles it; do not "
+           "retry it as a new request."
+       )),
+    _r("idempotency_store_busy", 503, "unavailable",
+       (
+           "The idempotency store is locked by another process right now, so side effects "
+           "are paused; nothing was executed. Retry after the time in Retry-After."
+       )),
     _r("replayed", 401, "bad_signature",
        "This exact signed request was already received."),
     _r("request_altered", 401, "bad_signature",
@@ -155,6 +169,12 @@ _TABLE: tuple[Reason, ...] = (
        (
            "This tool's view requires a logged-in user, and the call's subject is "
            "anonymous or not a user of this application."
+       )),
+    _r("login_user_invalid", 500, "login_user_invalid",
+       (
+           "This tool's view uses Flask-Login, but the app's subject loader returned an "
+           "object Flask-Login cannot use as the current user; the tool's operator has to "
+           "fix the subject loader (the server log names it)."
        )),
     _r("fresh_login_required", 403, "forbidden",
        (

@@ -28,6 +28,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "bailing_docs",
     "bailing_layers",
+    "bailing_run",
 ]
 
 # No network during the build: no intersphinx, no remote images.

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 # server fails those tests instead of skipping them.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium chromium-driver)  # the docs' page check
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   missing+=(postgresql)
 fi

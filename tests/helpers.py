@@ -10,6 +10,7 @@ import http.client
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bailing_flask.testing import HubRequest
 
@@ -97,3 +98,20 @@ def resigned(secret: str, request: HubRequest, body: bytes) -> HubRequest:
         idempotency_key=headers.get("X-Bailing-Idempotency-Key"),
     ))
     return HubRequest(request.method, request.path_with_query, headers, body)
+
+
+def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """Run the real ``flask`` CLI on ``app_spec`` in a subprocess, from the repository's root.
+
+    Returns the ``CompletedProcess`` (``stdout`` and ``stderr`` as text).
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    environ.pop("FLASK_APP", None)
+    return subprocess.run([sys.executable, "-m", "flask", "--app", app_spec, *args], cwd=root,
+                          env=environ, capture_output=True, text=True, timeout=600, check=False)

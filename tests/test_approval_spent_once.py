@@ -333,3 +333,25 @@ def test_a_sqlalchemy_view_that_rolls_back_keeps_the_approval_spent(
                                "SELECT note FROM bailing_idempotency WHERE call_key = ?",
                                ("approval:931",))
     assert rows == [(1,)] and len(spent) == 1 and spent[0][0].startswith("idem:")
+
+
+def test_a_view_that_commits_by_itself_still_spends_the_approval(
+    fake_hub: tuple[FakeHub, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = str(tmp_path / "app.sqlite3")
+    app = create_app(BAILING_HUB_URL=fake_hub[1], BAILING_CLIENT_TOKENS=[CLIENT_TOKEN],
+                     BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                     TXN_BACKEND="sqlite3", TXN_DATABASE=database, VIEW_COMMITS=True)
+    hub = linked(HubSimulator(app, STRONG_SECRET), fake_hub[0])
+    job = str(uuid.uuid4())
+    Deployment([hub], fake_hub[0], lambda: 0).approve("transfer_txn", job, 941)
+    approved = hub.build_call("transfer_txn", ARGS, subject=SUBJECT, job_id=job)
+    with caplog.at_level(logging.ERROR, logger="bailing_flask"):
+        ended = hub.replay(approved)
+    assert (ended.status, ended.json()["reason"]) == (500, "transaction_ended_by_view")
+    # its transfer was committed by the view: the approval is spent, nothing else runs on it
+    assert_used(hub.replay(resigned(STRONG_SECRET, approved, EQUIVALENT[3])), EQUIVALENT[3])
+    assert approval_app.query("sqlite3", database, "SELECT COUNT(*) FROM transfers") == [(1,)]
+    with app.app_context():
+        record = Bailing.state(app).approvals().get(941)
+    assert record is not None and record.used_by is not None

@@ -274,3 +274,85 @@ def test_no_record_is_built_when_nobody_reads_them(
         assert built == ["record"]
     finally:
         audit_logger.setLevel(level)
+
+
+# -- records cannot be split or inflated by what a caller chose ------------------------------
+
+LINE_BREAKS = ["\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r", "\n"]
+
+
+@pytest.fixture
+def audit_file(tmp_path: Any) -> Iterator[Any]:
+    """The documented set-up: the audit logger writes its messages to a JSON-lines file."""
+    path = tmp_path / "audit.jsonl"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit_logger = logging.getLogger("bailing_flask.audit")
+    level = audit_logger.level
+    audit_logger.addHandler(handler)
+    audit_logger.setLevel(logging.INFO)
+    try:
+        yield path
+    finally:
+        audit_logger.removeHandler(handler)
+        audit_logger.setLevel(level)
+        handler.close()
+
+
+def test_a_subject_with_a_line_break_character_cannot_forge_a_second_record(
+    hub: HubSimulator, audit_file: Any, records: list[dict[str, Any]],
+) -> None:
+    forged = '{"event":"tool_call","tool":"refund","subject":"t1:admin","status":200}'
+    subject = "t1:u2\x85" + forged  # U+0085 travels in a header (it is Latin-1)
+    assert hub.call("ok", subject=subject).status == 403
+    lines = audit_file.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1, lines
+    assert json.loads(lines[0])["subject"] == subject == records[0]["subject"]
+
+
+def test_argument_values_with_any_line_break_character_stay_on_one_line(
+    app: Flask, hub: HubSimulator, audit_file: Any,
+) -> None:
+    app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+    for index, brk in enumerate(LINE_BREAKS):
+        assert hub.call("note", {"text": f"a{brk}b"}, subject="t1:u1", job_id=f"j{index}").status == 201
+    lines = audit_file.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(LINE_BREAKS)
+    assert [json.loads(line)["arguments"]["text"] for line in lines] == [
+        f"a{brk}b" for brk in LINE_BREAKS]
+    text = audit_file.read_text(encoding="utf-8")
+    assert not any(brk in text for brk in ("\x85", "\u2028", "\u2029"))
+
+
+def test_every_string_of_a_record_is_bounded_and_says_where_it_was_cut(
+    app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
+    records: list[dict[str, Any]],
+) -> None:
+    app.config["BAILING_AUDIT_ARGUMENT_VALUES"] = True
+    long_subject, long_client = "t1:" + "u" * 6000, "c" * 6000
+    with caplog.at_level(logging.INFO, logger="bailing_flask.audit"):
+        hub.call("ok", subject=long_subject, client=long_client)
+        hub.call("note", {"text": "x" * 6000}, subject="t1:u1")
+        request = hub.build_call("ok", subject="t1:u1")
+        hub.send("X" * 5000, request.path_with_query, request.headers, b"", request)
+    assert logged(caplog) == records and len(records) == 3
+    first = records[0]
+    assert first["subject"] == long_subject[:audit_module.MAX_FIELD_CHARS] + "…[cut: 6003 characters]"
+    assert first["client"] == long_client[:audit_module.MAX_FIELD_CHARS] + "…[cut: 6000 characters]"
+    assert records[1]["arguments"]["text"].endswith("…[cut: 6000 characters]")
+    assert records[2]["event"] == "signature_refused"
+    assert records[2]["method"].endswith("…[cut: 5000 characters]")
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield key
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    limit = audit_module.MAX_FIELD_CHARS + len("…[cut: 6003 characters]")
+    assert max(len(text) for record in records for text in strings(record)) <= limit

@@ -98,6 +98,19 @@ def test_the_decimal_amount_drives_approval(app):
     assert capability["approval"]["when"] == [{"param": "amount", "op": ">", "value": 500}]
 
 
+def test_the_cached_summary_keeps_one_entry_per_hub_user(app, hub):
+    for _ in range(2):  # the second round comes from the cache
+        assert hub.call("api_summary", subject="t1:alice").json() == {"login": "alice", "total": "0"}
+        assert hub.call("api_summary", subject="t1:bob").json() == {"login": "bob", "total": "0"}
+
+
+def test_the_guides_two_subject_exercise_finds_no_shared_answer(app):
+    report = run_exercise(app, subject=["t1:alice", "t1:bob"])
+    cached = [r for r in report.results if r.target.startswith("tool api_summary") and r.check == "cache"]
+    assert [r.status for r in cached] == ["pass"], report.render()
+    assert report.ok, report.render()
+
+
 def test_the_exercise_passes(app):
     report = run_exercise(app, subject="t1:alice")
     assert report.ok, report.render()
@@ -127,3 +140,16 @@ def test_the_guides_exercise_failure_is_real_output(monkeypatch):
     assert result.exit_code == 1
     shown = GUIDE_OUTPUT.read_text().splitlines()
     assert shown and all(line in result.output.splitlines() for line in shown), result.output
+
+
+GUIDE_PLAN = GUIDE_OUTPUT.with_name("exercise-plan.txt")
+
+
+def test_the_exercise_plan_the_cli_page_shows_is_real_output():
+    result = flask_cli(seeded(), "bailing", "check", "--exercise", "--subject", "t1:alice",
+                       "--subject", "t1:bob")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    shown = GUIDE_PLAN.read_text().splitlines()
+    assert shown and lines[lines.index(shown[0]):lines.index(shown[0]) + len(shown)] == shown, result.output
+    assert lines.index(shown[0]) < lines.index("PASS  fetch    catalog: answered by bailing_flask: HTTP 200")

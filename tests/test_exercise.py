@@ -9,7 +9,9 @@ effect may run.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +20,9 @@ from flask import Flask
 from bailing_flask.exercise import ExerciseReport, run_exercise
 from bailing_flask.testing import HubSimulator
 
-from .apps import exercise_apps
+from .apps import exercise_apps, exercise_db_app
 from .apps.async_app import create_app as create_async_app
-from .helpers import STRONG_SECRET
+from .helpers import STRONG_SECRET, flask_command
 from .apps.legacy_app import create_app, notes
 
 
@@ -193,11 +195,30 @@ def test_the_cli_exit_status_and_output():
 
 def test_the_exercise_leaves_the_apps_hooks_as_they_were():
     app: Flask = create_app()
-    before = {key: list(funcs) for key, funcs in app.before_request_funcs.items()}
+    tables = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs")
+
+    def hooks() -> dict[str, Any]:
+        return {table: {key: list(funcs) for key, funcs in getattr(app, table).items()} for table in tables}
+
+    before = hooks()
+    ext = app.extensions["bailing"].ext
+    loader, authorizer = ext.subject_loader_func, ext.authorizer_func
     unauthorized = app.login_manager.unauthorized
-    run_exercise(app)
-    assert {key: list(funcs) for key, funcs in app.before_request_funcs.items()} == before
+    run_exercise(app, subject="t1:alice")
+    assert hooks() == before
+    assert (ext.subject_loader_func, ext.authorizer_func) == (loader, authorizer)
     assert app.login_manager.unauthorized == unauthorized
+
+
+def test_the_exercise_leaves_the_database_engines_as_they_were(db_file):
+    app = exercise_db_app.create_app("sqlalchemy")
+    with app.app_context():
+        dialect = app.extensions["sqlalchemy"].engine.dialect
+    run_exercise(app, subject="t1:alice")
+    assert "do_commit" not in vars(dialect)  # commits commit again
+    with app.test_request_context("/"):
+        app.preprocess_request()  # the visit log of a real request
+    assert exercise_db_app.rows()["visits"] == 1
 
 
 def test_an_app_that_serves_no_catalog_is_exercised_all_the_same():
@@ -206,3 +227,168 @@ def test_an_app_that_serves_no_catalog_is_exercised_all_the_same():
     report = run_exercise(app)
     assert report.ok, report.render()
     assert [r.target for r in report.results][0] == "authz_probe"
+
+
+# -- a cache that answers the second subject with the first one's answer -----------------------
+
+
+@pytest.mark.parametrize("key, decorator", [("path", "@cache.cached"), ("memoize", "@cache.memoize")])
+def test_a_cache_that_gives_the_second_subject_the_first_subjects_answer_is_named(key, decorator):
+    app, _ = exercise_apps.shared_cache(key)
+    report = run_exercise(app, subject=["t1:alice", "t2:bob"])
+    result = one(report, "tool orders", "cache")
+    assert result.status == "fail", report.render()
+    assert "'t2:bob' was answered 200 without the view running" in result.summary
+    assert "with the very bytes 't1:alice' got" in result.summary
+    assert result.culprit.startswith(f"Flask-Caching's {decorator} on "
+                                     "tests.apps.exercise_apps.shared_cache.<locals>.orders")
+    assert "bailing_flask.cache_key" in result.fix
+    assert exercise_apps.RAN == ["orders"]  # the view ran once, for alice; bob got her bytes
+    assert not report.ok
+
+
+@pytest.mark.parametrize("key", ["subject", "memoize-subject"])
+def test_a_cache_keyed_with_cache_key_runs_the_view_for_each_subject(key):
+    app, _ = exercise_apps.shared_cache(key)
+    report = run_exercise(app, subject=["t1:alice", "t2:bob"])
+    assert one(report, "tool orders", "cache").status == "pass", report.render()
+    assert exercise_apps.RAN == ["orders", "orders"]
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("key, status", [("path", "warn"), ("memoize", "warn"), ("subject", "pass"),
+                                         ("memoize-subject", "pass")])
+def test_without_a_second_subject_the_cache_key_is_read(key, status):
+    app, _ = exercise_apps.shared_cache(key)
+    for subjects in ([], ["t1:alice"]):
+        result = one(run_exercise(app, subject=subjects), "tool orders", "cache")
+        assert result.status == status, result
+        assert result.summary.startswith("Flask-Caching's @cache.")
+
+
+def test_the_cli_finds_the_shared_cache_with_two_subjects():
+    result = flask_command("tests.apps.exercise_apps:shared_cache_app()", "bailing", "check", "--exercise",
+                           "--subject", "t1:alice", "--subject", "t2:bob")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL  cache    tool orders (GET /api/orders): 't2:bob' was answered 200" in result.stdout
+    assert ("culprit: Flask-Caching's @cache.cached on tests.apps.exercise_apps.shared_cache.<locals>.orders"
+            in result.stdout)
+
+
+# -- the app's own code, and what it writes --------------------------------------------------
+
+
+@pytest.fixture
+def db_file(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "app.db"
+    monkeypatch.setenv("EXERCISE_DB", str(path))
+    exercise_db_app.CALLS.clear()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy", "dbapi"])
+def test_with_the_transaction_adapter_nothing_the_app_writes_during_the_exercise_stays(db_file, kind):
+    app = exercise_db_app.create_app(kind)
+    before = exercise_db_app.rows()
+    for _ in range(2):
+        report = run_exercise(app, subject="t1:alice")
+    # the visit log, the provisioned probe user and the charged credits all ran ...
+    assert {"log_visit", "load_or_create_user", "charge_credit"} <= set(exercise_db_app.CALLS)
+    # ... and none of their rows is left
+    assert exercise_db_app.rows() == before == {"visits": 0, "users": 1, "charges": 0}
+    assert f"sqlite:///{db_file}" in "\n".join(report.plan)
+    assert any("every write was rolled back" in line for line in report.ran), report.ran
+
+
+def test_before_it_runs_the_exercise_says_which_app_code_runs_and_on_which_database(db_file):
+    app = exercise_db_app.create_app("sqlalchemy")
+    seen: list[tuple[str, list[str]]] = []
+    run_exercise(app, subject="t1:alice", on_plan=lambda plan: seen.append((plan, list(exercise_db_app.CALLS))))
+    [(plan, calls_then)] = seen
+    assert calls_then == []  # said before anything of the app ran
+    assert "before_request (every request): tests.apps.exercise_db_app.create_app.<locals>.log_visit" in plan
+    assert "subject loader: tests.apps.exercise_db_app.create_app.<locals>.load_or_create_user" in plan
+    assert "authorizer: tests.apps.exercise_db_app.create_app.<locals>.<lambda>" in plan
+    assert ("tool report (GET /api/report): decorators "
+            "tests.apps.exercise_db_app.create_app.<locals>.charge_credit; the view, as 't1:alice'") in plan
+    assert "tool add_note (POST /api/notes): decorators" in plan and "never the view" in plan
+    assert f"sqlite:///{db_file} (Flask-SQLAlchemy): every write is rolled back" in plan
+
+
+def test_a_database_the_exercise_cannot_roll_back_is_said_before_and_after(db_file):
+    app = exercise_db_app.create_app("dbapi", transaction=False)
+    report = run_exercise(app, subject="t1:alice")
+    plan = "\n".join(report.plan)
+    assert "what this code writes stays written" in plan and "--probe-only" in plan
+    assert exercise_db_app.rows()["charges"] > 0  # the decorators really ran: nothing pretends otherwise
+
+
+def test_the_report_never_says_nothing_ran_when_the_apps_code_ran(db_file):
+    report = run_exercise(exercise_db_app.create_app("sqlalchemy"), subject="t1:alice")
+    text = report.render()
+    assert "nothing was run" not in text and "the view was not run)" not in text
+    ran = "\n".join(report.ran)
+    assert "tests.apps.exercise_db_app.create_app.<locals>.log_visit" in ran
+    assert "subject loader: " in ran and "subject loader: 0 call(s)" not in ran
+    assert "view stacks (the decorators in front of the view) of: add_note, report" in ran
+    assert "views: report as 't1:alice'" in ran
+
+
+def test_a_subject_loader_that_returns_a_user_for_the_probe_subject_is_an_error(db_file):
+    report = run_exercise(exercise_db_app.create_app("sqlalchemy"))
+    result = one(report, "subject_loader", "loader")
+    assert result.status == "fail" and not report.ok
+    assert "returned a value of type str for the probe subject '__bailing_authz_probe__:nobody'" in result.summary
+    assert "marks this provider suspect" in result.summary
+    assert result.culprit == "subject loader tests.apps.exercise_db_app.create_app.<locals>.load_or_create_user"
+    assert exercise_db_app.rows()["users"] == 1  # and the user it made is gone again
+
+
+def test_probe_only_runs_no_decorator_and_no_view(db_file):
+    app = exercise_db_app.create_app("dbapi", transaction=False)  # nothing is rolled back here
+    report = run_exercise(app, subject="t1:alice", probe_only=True)
+    assert {r.check for r in report.results} <= {"fetch", "probe", "loader", "config"}
+    assert "charge_credit" not in exercise_db_app.CALLS
+    assert exercise_db_app.rows()["charges"] == 0
+    assert "nothing of the view's stack (probe requests only)" in "\n".join(report.plan)
+
+
+def test_the_cli_prints_the_plan_first_and_leaves_the_database_as_it_was(tmp_path):
+    env = {"EXERCISE_DB": str(tmp_path / "cli.db")}
+    args = ("bailing", "check", "--exercise", "--subject", "t1:alice")
+    for _ in range(2):
+        result = flask_command("tests.apps.exercise_db_app:create_app()", *args, env=env)
+        out = result.stdout
+        assert result.returncode == 1, out + result.stderr  # the provisioning loader
+        assert out.index("the exercise runs this app's own code") < out.index("PASS  fetch    catalog")
+        assert "FAIL  loader   subject_loader" in out
+        assert "every write was rolled back" in out
+    assert exercise_db_app.rows(env["EXERCISE_DB"]) == {"visits": 0, "users": 1, "charges": 0}
+    probe_only = flask_command("tests.apps.exercise_db_app:create_app('dbapi', False)", *args,
+                               "--probe-only", "--json", env=env)
+    document = json.loads(probe_only.stdout)
+    assert "the exercise runs this app's own code" in probe_only.stderr  # the plan, before the JSON
+    assert {r["check"] for r in document["exercise"]["results"]} <= {"fetch", "probe", "loader", "config"}
+    assert exercise_db_app.rows(env["EXERCISE_DB"])["charges"] == 0
+
+
+# -- an after_request function that rewrites the gate's refusals ------------------------------
+
+
+def test_an_after_request_function_that_turns_refusals_into_successes_is_named():
+    report = run_exercise(exercise_apps.rewrites_refusals())
+    result = one(report, "tool item_delete", "probe")
+    assert result.status == "fail"
+    assert "the gate refused with 403 forbidden (the view did not run)" in result.summary
+    assert "HTTP 200" in result.summary and "the hub and the audit disagree" not in result.summary
+    assert "the two disagree" in result.summary
+    assert result.culprit == ("after_request function "
+                              "tests.apps.exercise_apps.rewrites_refusals.<locals>.always_ok rewrote it")
+    assert exercise_apps.RAN == []
+
+
+def test_the_cli_names_the_after_request_function():
+    result = flask_command("tests.apps.exercise_apps:rewrites_refusals()", "bailing", "check", "--exercise")
+    assert result.returncode == 1
+    assert ("culprit: after_request function tests.apps.exercise_apps.rewrites_refusals.<locals>.always_ok "
+            "rewrote it") in result.stdout

@@ -1,7 +1,8 @@
 """The embedded SQLite store under faults: locked, read-only, deleted while the app runs.
 
-In every case a side effect is refused with ``503
-idempotency_store_unavailable`` and does not run, a read is still answered,
+In every case a side effect is refused with ``503`` and does not run
+(``idempotency_store_busy`` with ``Retry-After`` for a lock, else
+``idempotency_store_unavailable``), a read is still answered,
 and no log line carries the secret or an argument value. A lock or a
 permission problem ends and the same app serves again; a deleted file is
 refused for good (until the workers restart), because connections opened
@@ -68,7 +69,9 @@ def test_sqlite_file_locked_by_another_process_refuses_side_effects_then_recover
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         with caplog.at_level(logging.INFO, logger="bailing_flask"):
-            assert_refused(refund(hub, 2))
+            busy = refund(hub, 2)  # busy, not "in progress" nor broken: retry shortly
+            assert (busy.status, busy.json()["reason"]) == (503, "idempotency_store_busy")
+            assert busy.headers.get("Retry-After") == "2"
             assert hub.call("refund_count", subject="t1:u1").status == 200  # reads go on
         assert side_effects(app.config["IDEM_DATABASE"]) == 1
     finally:
@@ -193,3 +196,46 @@ def test_sqlite_file_or_directory_made_read_only_refuses_then_recovers_without_r
     # the read-only directory: SQLite's own words, no -wal can be created
     assert "readonly database" in steps["log"] or "unable to open" in steps["log"]
     assert_clean_logs(steps["log"])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB file system of its own (tmpfs), to be filled; skipped where it cannot be mounted."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system to fill needs root (CI runs as root)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_sqlite_store_on_a_nearly_full_disk_keeps_its_log_small_and_keeps_serving(
+        small_disk, tmp_path, caplog):
+    """Its -wal file used to grow into the last free space (up to 200 commits between two
+    checkpoints); then no commit succeeded, so no checkpoint ever ran, and every side effect was
+    refused until someone freed space by hand. Below 64 MiB free it is now checkpointed and cut
+    back every few commits, and a write refused for a full disk cuts it back at once."""
+    store = small_disk / "store.sqlite3"
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=f"sqlite:///{store}",
+                     IDEM_DATABASE=str(tmp_path / "business.sqlite3"))
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert refund(hub, 1).status == 201
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    with open(small_disk / "filler", "wb") as filler:  # nearly full: 1 MiB left
+        filler.write(b"\0" * (free - 1024 * 1024))
+    wal = store.with_name("store.sqlite3-wal")
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        statuses, wal_sizes = [], []
+        for order in range(2, 302):  # their records need far less than the space left
+            statuses.append(refund(hub, order).status)
+            wal_sizes.append(wal.stat().st_size if wal.exists() else 0)
+    assert statuses == [201] * len(statuses), statuses  # the log never took the last space
+    assert max(wal_sizes) < 512 * 1024
+    assert side_effects(app.config["IDEM_DATABASE"]) == 1 + statuses.count(201)
+    assert_clean_logs(caplog.text)

@@ -161,3 +161,59 @@ def test_through_gunicorn(gunicorn):
     refused = hub.call("api_notes_post", {"text": "x"}, subject="t1:bob")
     assert refused.status == 403 and refused.headers.get("X-Bailing-Reason") == "forbidden"
     assert raw_request(base, "GET", "/whoami").body == b'{"session_keys":[],"user":null}\n'
+
+
+# -- a subject loader whose users Flask-Login cannot use -----------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["dict", "dataclass", "annotated"])
+def test_a_loader_returning_what_flask_login_cannot_use_is_refused_with_a_clear_reason(kind, live_server,
+                                                                                         caplog):
+    from .apps.exercise_apps import RAN, login_bridge_with
+
+    RAN.clear()
+    app = login_bridge_with(kind)
+    live = HubSimulator(live_server(app), STRONG_SECRET)
+    response = live.call("me", subject="t1:alice")
+    assert response.status == 500, response.text
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.json()["reason"] == "login_user_invalid"
+    assert "Traceback" not in response.text and "AttributeError" not in response.text
+    assert RAN == []
+    logged = [r.getMessage() for r in caplog.records if "login_user_invalid" in r.getMessage()]
+    assert logged and "the subject loader tests.apps.exercise_apps.login_bridge_with.<locals>.load_account" \
+        in logged[0]
+    assert "the objects your login_manager.user_loader returns (a UserMixin)" in logged[0]
+    # an unknown subject is still Flask-Login's anonymous user: login_required refuses it as before
+    assert live.call("me", subject="t9:nobody").status == 403
+
+
+def test_check_names_a_loader_declared_to_return_a_dict():
+    from .apps.exercise_apps import login_bridge_with
+
+    result = login_bridge_with("annotated").test_cli_runner().invoke(args=["bailing", "check"])
+    assert result.exit_code == 1, result.output
+    assert "login_user_invalid" in result.output
+    assert ("the subject loader tests.apps.exercise_apps.login_bridge_with.<locals>.load_account is "
+            "declared to return dict") in result.output
+
+
+def test_the_flask_command_check_names_the_loader_too():
+    from .helpers import flask_command
+
+    result = flask_command("tests.apps.exercise_apps:login_bridge_with('annotated')", "bailing", "check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "login_user_invalid" in result.stdout
+    assert "load_account is declared to return dict" in result.stdout
+
+
+def test_the_exercise_names_the_loader_whose_users_flask_login_cannot_use():
+    from bailing_flask.exercise import run_exercise
+
+    from .apps.exercise_apps import login_bridge_with
+
+    report = run_exercise(login_bridge_with("dataclass"), subject="t1:alice")
+    [result] = [r for r in report.results if r.check == "loader"]
+    assert result.status == "fail" and not report.ok
+    assert "returned a value of type Account, which Flask-Login cannot use as current_user" in result.summary
+    assert result.culprit == "subject loader tests.apps.exercise_apps.login_bridge_with.<locals>.load_account"

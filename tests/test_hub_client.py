@@ -312,6 +312,18 @@ def test_run_with_metadata_and_callback(hub, client):
     assert hub.jobs[accepted.job_id]["callback_url"] == "https://shop.example.com/bailing/callback"
 
 
+def test_run_warns_about_a_subject_every_tool_call_would_refuse(hub, client, caplog):
+    digest = "ab" * 32
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        client.run("auto", "help", request_id="shop-44",
+                   metadata={"operator": "tenant_1:user_1001", "file": f"a.{digest}.pdf"})
+        client.run("auto", "help", request_id="shop-45",
+                   metadata={"operator": f"x.{digest}.tenant_1:user_1001"})
+    warned = [r.getMessage() for r in caplog.records if "between dots" in r.getMessage()]
+    assert len(warned) == 2 and "metadata['file']" in warned[0] and "metadata['operator']" in warned[1]
+    assert digest not in " ".join(warned)  # names the key, never the value
+
+
 def test_run_is_idempotent_on_request_id(hub, client):
     first = client.run("ticket-triage", "a", request_id="shop-44")
     again = client.run("ticket-triage", "a", request_id="shop-44")

@@ -452,6 +452,13 @@ OURS_CASES: list[Any] = [
         "warning",
         {"@path": "/items/{name}", "parameters": [param("name", "path", type="string")]},
     ),
+    pytest.param("hash_run_param", "warning", {"parameters": [param("tag", type="string")]}),
+    pytest.param(
+        "hash_run_param",
+        "warning",
+        {"@path": "/files/{name}", "parameters": [param("name", "path", type="string")]},
+        id="hash_run_param-last-path-segment",
+    ),
     pytest.param(
         "request_body_ignored",
         "warning",

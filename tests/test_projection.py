@@ -174,7 +174,7 @@ def make_app(**config: Any) -> tuple[Flask, list[Any]]:
     @app.get("/missing")
     @tool(scope="t.read", response=Order)
     def missing() -> Any:
-        """Not found: errors pass unchanged."""
+        """Not found: only the error shape leaves."""
         return {"error": "not_found", "internal_note": NOTE}, 404
 
     @app.get("/abort")
@@ -443,10 +443,12 @@ def test_a_shape_declared_tool_must_answer_json(hub: HubSimulator, name: str) ->
     assert (response.status, response.json()["reason"]) == (500, "invalid_response")
 
 
-def test_errors_and_empty_answers_pass_unchanged(hub: HubSimulator) -> None:
+def test_errors_keep_only_the_error_shape_and_empty_answers_pass(hub: HubSimulator) -> None:
     missing = hub.call("missing")
-    assert missing.status == 404 and missing.json() == {"error": "not_found", "internal_note": NOTE}
-    assert hub.call("aborted").status == 404
+    assert missing.status == 404
+    assert missing.json() == {"error": "not_found", "reason": "not_found", "message": "Not Found"}
+    aborted = hub.call("aborted")
+    assert aborted.status == 404 and aborted.json()["error"] == "not_found"
     empty = hub.call("empty")
     assert (empty.status, empty.body) == (204, b"")
 

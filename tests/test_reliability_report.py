@@ -71,3 +71,56 @@ def test_a_full_run_publishes_when_clean_and_a_regression_fails_the_next(
     _fake_part(monkeypatch, [figure("load.sync.server_errors", 3)])
     assert report.main(paths) == 1
     assert json.loads(record.read_text())["parts"]["load"]["figures"][0]["value"] == 0  # not published
+
+
+def test_a_ratio_whose_rounds_disagree_is_not_published(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.reliability.load import SPREAD_LIMIT, spread
+
+    record, rst = tmp_path / "last-run.json", tmp_path / "figures.rst"
+    paths = ["--record", str(record), "--rst", str(rst), "--parts", "load"]
+    noisy = [1.11, 0.78, 0.94, 0.70, 1.14]  # five rounds of a busy machine
+    median, low, high, relative = spread(noisy)
+    assert (median, relative > SPREAD_LIMIT) == (0.94, True)
+    _fake_part(monkeypatch, [
+        Figure("load", "load.sync.throughput_ratio", median, "ratio", ">= 0.4", "ratio", low, high),
+        Figure("load", "load.sync.throughput_ratio_spread", round(relative, 3), "of the median",
+               f"<= {SPREAD_LIMIT}", "spread"),
+    ])
+    assert report.main(paths) == 1
+    out = capsys.readouterr().out
+    assert "the rounds disagree" in out and "not published" in out
+    assert not record.exists() and not rst.exists()
+
+
+def test_a_median_is_published_with_its_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.reliability.load import spread
+
+    record, rst = tmp_path / "last-run.json", tmp_path / "figures.rst"
+    paths = ["--record", str(record), "--rst", str(rst), "--parts", "load"]
+    median, low, high, relative = spread([0.93, 0.95, 0.94, 0.96, 0.92])
+    assert relative < 0.05
+    _fake_part(monkeypatch, [Figure("load", "load.sync.throughput_ratio", median, "ratio", ">= 0.4",
+                                    "ratio", low, high)])
+    assert report.main(paths) == 0
+    assert "0.94 ratio (0.93–0.95)" in rst.read_text()
+    published = json.loads(record.read_text())["parts"]["load"]["figures"][0]
+    assert (published["low"], published["high"]) == (0.93, 0.95)
+
+
+def test_the_comparison_sends_no_duplicate_that_only_the_bare_shop_would_run_again() -> None:
+    """The shop without the package runs a repeated call again (a second refund request filed,
+    four concurrent copies queueing for the database's write lock) where the package answers it
+    from its record: a comparison mix with duplicates compares different database work."""
+    from benchmarks.reliability._load_mix import SIGNED_WEIGHTS, Mix
+
+    mix = Mix("s" * 40, "t" * 40, "localhost", index=0, seed=1)
+    jobs: list[str] = []
+    for name in SIGNED_WEIGHTS:
+        for _ in range(20):
+            step = mix.step({name: 1})
+            assert len(step.reqs) == 1 and not step.burst, name
+            job = next(line for line in step.reqs[0].data.split(b"\r\n")
+                       if line.startswith(b"X-Bailing-Job-Id:"))
+            jobs.append(job.decode())
+    assert len(set(jobs)) == len(jobs)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -125,9 +127,9 @@ def test_a_view_that_handles_its_own_integrity_error_keeps_exactly_once(app, hub
     first, second = hub.replay(request), hub.replay(request)
     assert first.status == 201, first.text
     assert second.headers.get(REPLAY_HEADER) == "true" and second.body == first.body
-    # Flask-SQLAlchemy's rollback() undoes the whole session, as it would without the package;
-    # the DB-API helper only rolled its savepoint back
-    assert rows(app) == (1 if config["TXN_BACKEND"] == "sqlalchemy" else 2)
+    # rollback() goes back to the view's last commit, as it would without the package (the
+    # DB-API helper rolled its savepoint back): the first row and the replacement
+    assert rows(app) == 2
     assert [r.state for r in records(app)] == ["completed"]
 
 
@@ -194,16 +196,87 @@ def test_a_committed_row_without_an_answer_is_uncertain_and_resolvable(kind, req
     assert rows(app) == 1
 
 
-def test_a_dbapi_view_that_commits_itself_is_logged_and_still_answered(tmp_path, caplog):
-    app = create_app(BAILING_SECRETS=[STRONG_SECRET], TXN_BACKEND="sqlite3",
-                     TXN_DATABASE=str(tmp_path / "app.sqlite3"))
+SQLALCHEMY = ["sqlalchemy-sqlite", "sqlalchemy-postgresql"]
+
+
+@pytest.fixture
+def make_app(request, tmp_path):
+    """``make_app(kind)``: the test app on one stack (its engine disposed afterwards)."""
+    made: list[Flask] = []
+
+    def make(kind: str, **extra: Any) -> Flask:
+        app = create_app(BAILING_SECRETS=[STRONG_SECRET], **backend_config(kind, request, tmp_path),
+                         **extra)
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        db = app.extensions.get("sqlalchemy")
+        if db is not None:
+            with app.app_context():
+                db.engine.dispose()
+
+
+@pytest.mark.parametrize("kind", SQLALCHEMY)
+@pytest.mark.parametrize("misuse, business_rows", [
+    ("commit_close", 1),  # the legacy pattern: commit() then close()
+    ("close", 1),         # close() undoes only what the view had not committed
+    ("rollback", 1),      # so does rollback(): back to the view's last commit, not further
+    ("remove", 1),        # db.session.remove() closes the session the same way
+    ("nested", 2),        # begin_nested() blocks, one of them rolled back
+])
+def test_a_view_that_closes_or_rolls_back_its_session_keeps_its_committed_rows_exactly_once(
+        kind, misuse, business_rows, make_app):
+    """A completed record never goes without the rows the view committed."""
+    app = make_app(kind)
     hub = HubSimulator(app, STRONG_SECRET)
-    request = hub.build_call("refund_create", {**ARGS, "commit_early": True}, subject="t1:u1")
+    request = hub.build_call("refund_create", {**ARGS, "misuse": misuse}, subject="t1:u1")
+    first, second = hub.replay(request), hub.replay(request)
+    assert first.status == 201, first.text
+    assert second.headers.get(REPLAY_HEADER) == "true" and second.body == first.body
+    assert rows(app) == business_rows
+    assert [r.state for r in records(app)] == ["completed"]
+
+
+@pytest.mark.parametrize("kind, misuse", [
+    ("sqlalchemy-sqlite", "raw_commit"), ("sqlalchemy-postgresql", "raw_commit"),
+    # on SQLite another connection cannot write while the call's transaction holds the lock:
+    # its write fails in the view (database is locked), so nothing commits outside
+    ("sqlalchemy-postgresql", "other_connection"), ("sqlalchemy-postgresql", "remove_then_commit"),
+    ("sqlite3", "raw_commit"), ("psycopg", "raw_commit"),
+])
+def test_a_view_that_commits_outside_the_calls_transaction_is_refused_and_left_uncertain(
+        kind, misuse, make_app, caplog):
+    """Its own COMMIT statement, a commit on another connection, a new session's commit: the
+    answer cannot be recorded with those rows, so the call answers an error, keeps what the
+    view wrote, and stays uncertain (never completed, never run again) until resolved."""
+    app = make_app(kind)
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", {**ARGS, "misuse": misuse}, subject="t1:u1")
     with caplog.at_level(logging.ERROR, logger="bailing_flask"):
-        assert hub.replay(request).status == 201
+        first = hub.replay(request)
+    assert (first.status, first.json()["reason"]) == (500, "transaction_ended_by_view"), first.text
     assert "ended the package's transaction itself" in caplog.text
-    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
-    assert rows(app) == 1
+    assert rows(app) == 2  # both rows the view wrote are kept
+    again = hub.replay(request)
+    assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
+    assert rows(app) == 2  # nothing ran again
+    assert [r.state for r in records(app, "uncertain")] == ["in_progress"]
+    assert records(app, "completed") == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite3", "psycopg"])
+def test_a_dbapi_view_that_rolls_back_the_connection_is_refused_and_left_uncertain(kind, make_app):
+    app = make_app(kind)
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", {**ARGS, "misuse": "rollback"}, subject="t1:u1")
+    first = hub.replay(request)
+    assert (first.status, first.json()["reason"]) == (500, "transaction_ended_by_view"), first.text
+    assert rows(app) == 0
+    again = hub.replay(request)
+    assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
+    assert rows(app) == 0
 
 
 def test_a_database_error_before_the_view_refuses_the_side_effect_with_503(tmp_path):
@@ -218,6 +291,34 @@ def test_a_database_error_before_the_view_refuses_the_side_effect_with_503(tmp_p
     response = hub.call("refund_create", ARGS, subject="t1:u1")
     assert (response.status, response.json()["reason"]) == (503, "idempotency_store_unavailable")
     assert rows(app) == 0
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy-sqlite", "sqlite3"])
+def test_a_sqlite_database_locked_by_another_process_answers_busy_with_retry_after(kind, make_app,
+                                                                                   tmp_path):
+    """Not "the same call is in progress": SQLite's one write lock says nothing about the call."""
+    app = make_app(kind, TXN_SQLITE_TIMEOUT=0.2)
+    hub = HubSimulator(app, STRONG_SECRET)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.readline(); "
+         "c.execute('ROLLBACK')", str(tmp_path / "app.sqlite3")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        refused = hub.replay(request)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert (refused.status, refused.json()["reason"]) == (503, "idempotency_store_busy")
+    assert refused.headers.get("Retry-After") == "2"
+    assert rows(app) == 0
+    assert hub.replay(request).status == 201  # the lock is gone: the same call runs now
+    assert rows(app) == 1
 
 
 # -- configuration ---------------------------------------------------------------------------------

@@ -78,3 +78,27 @@ def test_duplicates_sent_at_once_to_two_servers_sharing_the_database_run_once(ki
     assert len(fresh) == 1
     assert all(a.body == fresh[0].body for a in answers if a.status == 201)
     assert query(config, "SELECT state FROM bailing_idempotency") == [("completed",)]
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy-postgresql", "sqlalchemy-sqlite", "psycopg"])
+def test_a_worker_killed_right_after_the_views_own_commit_leaves_the_call_uncertain(
+        kind, gunicorn, request, tmp_path):
+    """A view that sends COMMIT itself makes its first row durable with the running record; the
+    worker dies before the answer. The same call is then never run again nor answered from a
+    guess: it is uncertain (409) until an operator settles it."""
+    config = backend_config(kind, request, tmp_path)
+    kill_file = tmp_path / "kill"
+    env = {"BAILING_TEST_SECRET": STRONG_SECRET, "TXN_KILL_FILE": str(kill_file), **config}
+    hub = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=1, env=env), STRONG_SECRET)
+    call = hub.build_call("refund_create", {"order_id": 1, "amount": 10, "misuse": "raw_commit"},
+                          subject="t1:u1")
+    kill_file.write_text("after_raw_commit")
+    with pytest.raises(Exception):  # noqa: B017 - the connection is cut, however the client says it
+        hub.replay(call)
+    assert not kill_file.exists(), "the worker did not reach its own COMMIT"
+    assert count(config) == 1  # the row before the view's COMMIT; the second was never written
+    assert query(config, "SELECT state, status FROM bailing_idempotency") == [("running", None)]
+    for _ in range(2):
+        again = hub.replay(call)
+        assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
+    assert count(config) == 1

@@ -1,7 +1,7 @@
 """Every trap in the security page's trap table names the tests that guard it, and they exist.
 
 The trap table of ``docs/security.rst`` lists the places where a naive
-implementation disagrees with the hub, numbered there from 1 to 36, each with
+implementation disagrees with the hub, numbered there from 1 to 37, each with
 an anchor ``trap-t<n>`` (a row found later about the same trap takes a letter:
 ``T32b``, anchor ``trap-t32b``). Each row ends with a ``Regression tests:`` line naming tests
 as ``path::name``, or with a ``Not checked here:`` line that says why the
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SECURITY = ROOT / "docs" / "security.rst"
-TRAPS = range(1, 37)
+TRAPS = range(1, 38)
 
 _TRAP_IDS = re.compile(r"\*\*T(\d+[a-z]?)(?:, T(\d+[a-z]?))?\*\*")
 _NAMED = re.compile(r"``(tests/[\w/]+\.py)::(\w+)``")

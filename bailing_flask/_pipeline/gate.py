@@ -36,7 +36,7 @@ from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.idempotency import REPLAY_HEADER
-from bailing_flask._pipeline.projection import PROJECTION_KEY, finish
+from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
@@ -64,7 +64,7 @@ class ExerciseProbe:
     """What the gate and the declared view saw during one exercise request.
 
     ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
-    gate must refuse it; if it admits, nothing runs), ``"stack"`` (after the
+    gate must refuse it; if it admits, the view does not run), ``"stack"`` (after the
     gate, the view's own decorators run up to the declared view, which is
     never called) or ``"subject"`` (a real subject on a read-only tool: the
     view runs).
@@ -343,10 +343,12 @@ def run_gate(
         replayed = state.idempotency.check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
+    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+        refused = hook(call)
+        if refused is not None:  # the integration cannot serve this call (it says why)
+            return _refuse(state, tool, verified, refused, call)
     call.admit()
     environ[GATE_KEY] = tool
-    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
-        hook(call)
     if probe is not None:
         probe.gate = "admitted"
         if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
@@ -365,8 +367,9 @@ def run_gate(
 
     def execute() -> Response:
         # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
-        return finish(state, tool, call_view())
+        return finish(state, tool, call_view)
 
+    guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
     try:
         response = state.run_side_effect(tool, call, execute)
     except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
@@ -374,6 +377,8 @@ def run_gate(
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
         _failed(state, tool, call, exc, started)
         raise
+    if guarded:
+        environ[DECLARED_KEY] = response
     _after(state, tool, call, response, started)
     return response
 

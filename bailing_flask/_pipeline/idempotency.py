@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, current_app
+from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from bailing_flask.approvals import _ApprovalRefused, _spend_approval
+from bailing_flask.approvals import _spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import ConfigurationError
@@ -49,6 +49,7 @@ from bailing_flask.settings import DEFAULTS
 from bailing_flask.stores import (
     IdempotencyStore,
     Reservation,
+    StoreBusy,
     StoreUnavailable,
     store_from_url,
 )
@@ -65,6 +66,8 @@ __all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
 logger = logging.getLogger("bailing_flask")
 
 REPLAY_HEADER = "Idempotent-Replayed"
+#: Whether this request's signature arrived for the first time (see :meth:`Idempotency.first_arrival`).
+FIRST_ARRIVAL_KEY = "bailing.first_arrival"
 #: response headers never replayed from the store (nor any hop-by-hop header)
 _SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 #: the hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref.util.is_hop_by_hop`` knows them
@@ -196,6 +199,15 @@ class _Settings:
         self.defer = raw_defer
 
 
+def store_refusal(state: BailingState, exc: StoreUnavailable | None = None) -> Response:
+    """``503``: the store is busy (locked by another process: ``Retry-After``) or unavailable."""
+    if isinstance(exc, StoreBusy):
+        response = state.error_response(ErrorInfo.make("idempotency_store_busy"))
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+    return state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+
+
 def answer_of(execute: Callable[[], Response]) -> Response:
     """Run a de-duplicated view; ``abort(4xx)`` becomes the answer to record.
 
@@ -302,14 +314,30 @@ class Idempotency:
             cached = self._settings_cache = _Settings(lease, retention, defer)
         return cached
 
+    def first_arrival(self, environ: dict[str, Any], signature: str) -> bool:
+        """Whether this exact signature arrives for the first time (in the store, so for every
+        worker and host sharing it), remembered for as long as it can verify.
+
+        Asked at most once per request: the answer is kept in the environ, so
+        the replay check and the rate-limit key (:func:`~bailing_flask.rate_limit_key`)
+        agree. Raises :class:`StoreUnavailable`.
+        """
+        known = environ.get(FIRST_ARRIVAL_KEY)
+        if known is not None:
+            return bool(known)
+        verifier = self.state.middleware.verifier
+        window = verifier.window if verifier is not None else float(self.state.config("BAILING_WINDOW"))
+        first = self.store().remember_signature(signature, ttl_seconds=2 * float(window))
+        environ[FIRST_ARRIVAL_KEY] = first
+        return first
+
     def check_replay(self, tool: Tool, call: ToolCall) -> ErrorInfo | None:
         """``BAILING_REJECT_REPLAYS``: refuse an exact signature seen before."""
         config = self.state.app.config
         if not config.get(_REJECT_REPLAYS, DEFAULTS[_REJECT_REPLAYS]):
             return None
-        ttl = 2 * float(self.state.config("BAILING_WINDOW"))
         try:
-            first = self.store().remember_signature(call.verified.signature, ttl_seconds=ttl)
+            first = self.first_arrival(request.environ, call.verified.signature)
         except StoreUnavailable:
             if self._plan(tool).applies:
                 return ErrorInfo.make("idempotency_store_unavailable")
@@ -329,7 +357,9 @@ class Idempotency:
             plan = self._plan(tool)
         if not plan.applies:
             if plan.approval:
-                self._spend_alone(plan, call)
+                refused = self._spend_alone(plan, call)
+                if refused is not None:
+                    return refused
             return execute()
         mode = tool.options.transactional
         if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
@@ -352,7 +382,7 @@ class Idempotency:
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
                          exc, plan.name)
-            return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
+            return store_refusal(self.state, exc)
         if time.monotonic() - self._last_cleanup >= _CLEANUP_INTERVAL:
             self._maybe_cleanup()
         if held is not None:
@@ -361,11 +391,11 @@ class Idempotency:
                 return refused
         return self._first_run(store, plan, key, token, settings, execute)
 
-    def _spend_alone(self, plan: _Plan, call: ToolCall) -> None:
+    def _spend_alone(self, plan: _Plan, call: ToolCall) -> Response | None:
         """A ``business_approval`` tool without de-duplication: spend its approval, once.
 
         No reservation and no stored answer, so a repeat of the same call is
-        refused like any other (``approval: used``).
+        refused like any other (``approval: used``). ``None``: spent, run it.
         """
         settings = self._settings()
         verified = call.verified
@@ -378,7 +408,8 @@ class Idempotency:
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing %r, whose "
                          "approval cannot be spent", exc, plan.name)
-            raise _ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
+            return store_refusal(self.state, exc)
+        return None
 
     def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
               settings: _Settings, held: Reservation) -> Response | None:

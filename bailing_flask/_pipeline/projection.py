@@ -26,7 +26,15 @@ row. Per call:
 
 A result that does not validate is withheld: the call answers ``500
 invalid_response`` and the log names the fields and the error types,
-never a value. Everything that depends only on the declaration (which
+never a value.
+
+The model reads failed calls' bodies too: with ``response=`` a non-2xx
+answer (returned, ``abort()``-ed, or an error page rendered for an exception)
+carries only the package's bounded error shape
+(:func:`~bailing_flask._pipeline.answers.error_shape`), or
+``error_response=Model`` projected like ``response=``. :func:`finish` does it
+inside the de-duplicated run (a stored answer is the projected one);
+:func:`guard_answer` shapes the pages Flask renders outside it. Everything that depends only on the declaration (which
 fields, which limits, what to exclude, the pydantic adapter, the catalog's
 ``returns`` text) is compiled once per model or tool at registry build.
 """
@@ -38,9 +46,9 @@ import logging
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from flask import Response, current_app, request
+from flask import Response, after_this_request, current_app, request
 from pydantic import BaseModel, SecretBytes, SecretStr, TypeAdapter, ValidationError
 
 import pydantic as _pydantic
@@ -49,10 +57,23 @@ import pydantic as _pydantic
 _GenericSecret: Any = getattr(_pydantic, "Secret", None)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
+from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
+from bailing_flask._pipeline.answers import (
+    EMPTY as _EMPTY,
+    MISSING as _MISSING,
+    Invalid as _Invalid,
+    decoded as _decoded,
+    error_body as _error_body,
+    error_shape as _error_shape,
+    is_data as _is_data,
+    serialised as _serialised,
+    split as _split,
+    status_code as _status_code,
+)
 from bailing_flask._pipeline.sync import call_sync
-from bailing_flask.responses import ErrorInfo
+from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
@@ -64,10 +85,12 @@ __all__ = [
     "Shaper",
     "check_response_shape",
     "finish",
+    "guard_answer",
     "make_shaper",
 ]
 
 logger = logging.getLogger("bailing_flask")
+_R = TypeVar("_R", bound=BaseResponse)
 
 #: The field that names what was cut (an object: path -> what was kept).
 MARKER = "truncated"
@@ -77,7 +100,8 @@ PROJECTION_KEY = "bailing.projection"
 RETURNS_BUDGET = 300
 _MAX_MARKS = 10
 _MAX_PROBLEMS = 10
-_MISSING: Any = object()
+#: Where the gate keeps the answer it produced itself, for :func:`guard_answer`.
+DECLARED_KEY = "bailing.declared_answer"
 _SECRETS: tuple[type, ...] = (SecretStr, SecretBytes) + (
     (_GenericSecret,) if _GenericSecret is not None else ()
 )
@@ -576,19 +600,18 @@ def _units(text: str) -> int:
 # -- per tool ----------------------------------------------------------------------------------
 
 
-class _Invalid(Exception):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
 class Shaper:
-    """What one tool does to its successful answers (``result=``, then ``response=``)."""
+    """What one tool does to its answers: ``result=`` then ``response=`` on a 2xx, the error shape
+    (or ``error_response=``) on every other status once a shape is declared."""
 
-    def __init__(self, response: Any, result: Callable[..., Any] | None, default_cap: int | None) -> None:
+    def __init__(self, response: Any, result: Callable[..., Any] | None, default_cap: int | None,
+                 error_response: Any = None) -> None:
         self.shape = _shape(response) if response is not None else None
+        self.error_shape = _shape(error_response) if error_response is not None else None
         self.result = result
         self.default_cap = default_cap
+        #: non-2xx answers are declared too (``response=`` or ``error_response=``)
+        self.guards_errors = self.shape is not None or self.error_shape is not None
         #: the generated ``guidance.returns`` (``None`` without ``response=``)
         self.returns = self.shape.returns(default_cap) if self.shape is not None else None
 
@@ -598,12 +621,23 @@ class Shaper:
         try:
             if _is_data(body) and (code := _status_code(status)) is not None:
                 if not 200 <= code < 300:
-                    return current_app.make_response(rv)  # errors pass unchanged
+                    if not self.guards_errors:
+                        return current_app.make_response(rv)  # errors pass unchanged
+                    response = current_app.response_class(
+                        self._error_payload(tool, code, body, None), status=status,
+                        mimetype="application/json")
+                    if headers:
+                        response.headers.update(headers)
+                    return response
+                if self.shape is None and self.result is None:
+                    return current_app.make_response(rv)
                 value = body
             else:
                 source = current_app.make_response(rv)
                 code = source.status_code
-                if not 200 <= code < 300 or code in (204, 205):
+                if not 200 <= code < 300:
+                    return self.error_answer(tool, source) if self.guards_errors else source
+                if code in (204, 205) or (self.shape is None and self.result is None):
                     return source
                 if source.is_streamed:
                     if self.shape is None:
@@ -634,6 +668,39 @@ class Shaper:
         if headers:
             response.headers.update(headers)
         return response
+
+    def error_answer(self, tool: Tool, response: _R, exc: HTTPException | None = None) -> _R:
+        """A non-2xx answer with only the declared error shape in its body (status, headers kept).
+
+        An empty body stays empty; a streamed one is not read (nor kept)."""
+        value = _error_body(response)
+        if value is _EMPTY:
+            return response
+        description = exc.description if exc is not None else None
+        response.set_data(self._error_payload(tool, response.status_code, value, description))
+        response.mimetype = "application/json"
+        return response
+
+    def _error_payload(self, tool: Tool, code: int, value: Any, description: Any) -> bytes:
+        shape = self.error_shape
+        if shape is not None and value is not _MISSING and not isinstance(value, (str, bytes)):
+            try:
+                payload, _ = shape.project(value, self.default_cap)
+            except ValidationError as exc:
+                problems = [f"{shape.safe_location(tuple(e['loc']))}: {e['type']}"
+                            for e in exc.errors(include_url=False, include_input=False)[:_MAX_PROBLEMS]]
+            except (PydanticSerializationError, ValueError, TypeError) as exc:
+                problems = [f"it cannot be serialised ({type(exc).__name__})"]
+            else:
+                if _units(payload.decode("utf-8")) <= MAX_ERROR_BODY:
+                    return payload
+                problems = [f"it is longer than the {MAX_ERROR_BODY} characters the hub shows"]
+            logger.error(
+                "bailing: tool %r answered HTTP %d with a body that does not match its declared "
+                "error_response=%s, so the package's error shape was sent instead: %s",
+                tool.name, code, shape.label, "; ".join(problems),
+            )
+        return _error_shape(code, value, description)
 
     def _convert(self, tool: Tool, value: Any) -> Any:
         assert self.result is not None
@@ -674,80 +741,59 @@ class Shaper:
 
 
 def make_shaper(options: Any, default_cap: int | None) -> Shaper | None:
-    """The tool's :class:`Shaper`, or ``None`` when it declares neither ``response=`` nor ``result=``.
+    """The tool's :class:`Shaper`, or ``None`` when it declares none of ``response=``,
+    ``error_response=`` and ``result=``.
 
     ``default_cap`` is ``BAILING_RESPONSE_MAX_ITEMS``; the tool's ``max_items=`` wins.
     """
-    if options.response is None and options.result is None:
+    if options.response is None and options.result is None and options.error_response is None:
         return None
     if options.max_items is not None:
         default_cap = options.max_items or None
-    return Shaper(options.response, options.result, default_cap)
+    return Shaper(options.response, options.result, default_cap, options.error_response)
 
 
-def finish(state: BailingState, tool: Tool, rv: Any) -> Response:
-    """The gate's last step inside the de-duplicated run: the view's value -> the answer."""
+def finish(state: BailingState, tool: Tool, call_view: Callable[[], Any]) -> Response:
+    """The gate's last step inside the de-duplicated run: run the view, its value -> the answer.
+
+    With declared errors ``abort(4xx)`` is rendered here by the app's handlers
+    and shaped, so a de-duplicated call's record holds what the model may see.
+    """
     shaper = tool.shaper
     if shaper is None:
-        return current_app.make_response(rv)
+        return current_app.make_response(call_view())
+    if not shaper.guards_errors:
+        return shaper.respond(state, tool, call_view())
+    try:
+        rv = call_view()
+    except HTTPException as exc:
+        if exc.code is None or exc.code >= 500:
+            raise
+        rendered = current_app.make_response(current_app.handle_user_exception(exc))
+        return shaper.error_answer(tool, rendered, exc)
     return shaper.respond(state, tool, rv)
 
 
-# -- taking Flask return values apart ----------------------------------------------------------
+def guard_answer(state: BailingState, tool: Tool) -> bool:
+    """Shape the answer Flask finally sends, unless it is the one the gate produced (``DECLARED_KEY``).
 
-
-def _split(rv: Any) -> tuple[Any, Any, Any]:
-    """``(body, status, headers)`` the way Flask reads a view's return value."""
-    if not isinstance(rv, tuple):
-        return rv, None, None
-    if len(rv) == 3:
-        return rv
-    if len(rv) == 2:
-        body, second = rv
-        if isinstance(second, (dict, list, tuple)) or hasattr(second, "items"):
-            return body, None, second
-        return body, second, None
-    return rv, None, None  # Flask refuses it; make_response says why
-
-
-def _is_data(body: Any) -> bool:
-    """A body the package serialises itself (Flask could not, or would jsonify it)."""
-    if isinstance(body, (dict, list, BaseModel)):
-        return True
-    if body is None or isinstance(body, (str, bytes, bytearray, tuple, Iterator, BaseResponse)):
+    That is a page rendered for an exception the view raised (even a 2xx).
+    Installed only for tools with a declared shape; returns whether it was.
+    """
+    shaper = tool.shaper
+    if shaper is None or not shaper.guards_errors:
         return False
-    return not callable(body)  # a WSGI app is Flask's; an ORM row or a dataclass is data
+    environ = request.environ
+    guard: Shaper = shaper
 
+    def check(response: Response) -> Response:
+        declared: object = environ.get(DECLARED_KEY)
+        if declared is not response:
+            if not 200 <= response.status_code < 300:
+                return guard.error_answer(tool, response)
+            if guard.shape is not None:
+                return guard.respond(state, tool, response)
+        return response
 
-def _status_code(status: Any) -> int | None:
-    if status is None:
-        return 200
-    if isinstance(status, int):
-        return int(status)
-    text = str(status).strip().split(" ", 1)[0]
-    return int(text) if text.isdigit() else None
-
-
-def _decoded(response: BaseResponse, data: bytes) -> Any:
-    """A JSON body decoded; any other body as its text."""
-    if response.is_json:
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise _Invalid(["the answer says JSON but is not"]) from None
-    return data.decode(response.mimetype_params.get("charset", "utf-8"), "replace")
-
-
-def _serialised(value: Any) -> tuple[bytes, str]:
-    """A converter's new body, without ``response=``: JSON, or text for a ``str``."""
-    if isinstance(value, str):
-        return value.encode("utf-8"), "text/plain"
-    if isinstance(value, BaseModel):
-        return value.model_dump_json(by_alias=True).encode("utf-8"), "application/json"
-    if isinstance(value, (dict, list)):
-        try:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise _Invalid([f"the converted result cannot be serialised ({type(exc).__name__})"]) from None
-        return text.encode("utf-8"), "application/json"
-    raise _Invalid([f"the converter returned a {type(value).__name__}, not JSON data or text"])
+    after_this_request(check)
+    return True

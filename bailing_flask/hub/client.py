@@ -43,7 +43,7 @@ from bailing_flask.hub.payloads import (
     parse_approval_request,
     parse_job_record,
 )
-from bailing_flask.wire.signing import Clock, sign_callback
+from bailing_flask.wire.signing import Clock, other_reading, sign_callback
 
 __all__ = [
     "HubClient",
@@ -444,6 +444,7 @@ class HubClient:
             if not isinstance(metadata, Mapping):
                 raise HubRequestError("metadata must be a mapping (a JSON object).")
             payload["metadata"] = dict(metadata)
+            _warn_unusable_subjects(metadata)
         if callback_url is not None:
             payload["callback_url"] = _check_callback_url(callback_url)
         try:
@@ -575,3 +576,20 @@ class HubClient:
         if 300 <= status < 400:
             raise HubError(f"The hub answered with a redirect ({status}); check hub_url.", status)
         raise _ERRORS_BY_STATUS.get(status, HubError)(message, status, data)
+
+
+def _warn_unusable_subjects(metadata: Mapping[str, Any]) -> None:
+    """Say so when a metadata value could be a subject that every tool call refuses.
+
+    The tool source's ``subject_field`` names which key is the subject, and
+    only the hub knows it, so every top-level string is looked at: one
+    holding 64 lowercase hex digits between dots would make every call of
+    the job ``401 ambiguous_signature`` (see the subject rule in
+    :func:`bailing_flask.wire.signing.other_reading`).
+    """
+    for key, value in metadata.items():
+        if isinstance(value, str) and other_reading("POST", "/", value) is not None:
+            logger.warning(
+                "bailing: metadata[%r] holds 64 lowercase hex digits between dots; if it is the "
+                "tool source's subject_field, every tool call of this job is refused "
+                "(ambiguous_signature): build subjects without such a run", str(key)[:64])

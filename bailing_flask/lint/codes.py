@@ -411,6 +411,15 @@ _TABLE: tuple[Code, ...] = (
        "Path parameter {name!r} accepts free text; values containing '/', '?' or equal to "
        "'.'/'..' break routing (%2F is decoded by WSGI) or the signature.",
        "Give it an enum, a pattern, format: uuid or a numeric type, or move it to the query."),
+    _c("hash_run_param", "warning", "bailing", None,
+       "Write tool with free-text {names} at the end of its path or query: if the hub ever "
+       "signs a subject holding '.<64 lowercase hex>.' (a dot, a sha256, a dot), one captured "
+       "call could be re-sent with '.<its body hash>.<start of that subject>' appended there, "
+       "another body and the rest of the subject as the acting user.",
+       "Keep such runs out of your subjects (bailing_flask refuses them on every call and its "
+       "tickets cannot hold one: uids of at most 64 characters, e-mail addresses and numeric "
+       "ids never do), or give the value an enum, a pattern without '.', format: uuid or a "
+       "numeric type."),
     _c("unsafe_integer_param", "warning", "bailing", None,
        "Integer argument {name!r} has no maximum at or below 2^53; larger values are rounded "
        "by the hub (JavaScript numbers) before they are sent.",

@@ -154,6 +154,24 @@ def _is_free_text(schema: Mapping[str, Any]) -> bool:
     )
 
 
+def _carries_hash_run(o: _Operation, where: str, name: str, schema: Mapping[str, Any]) -> bool:
+    """Whether a write's value could end in ``.<64 hex>.<text>`` appended by a forger.
+
+    The signed bytes of a call to a write tool can be re-read with a longer
+    path and query when the hub signed a subject holding ``.<64 hex>.`` (see
+    :func:`bailing_flask.wire.signing.other_reading`); the extra text lands at
+    the end of the path and query: in a query value, or in the last path
+    segment when the call had no query.
+    """
+    items = schema.get("items")
+    if "array" in _schema_types(schema) and isinstance(items, dict):
+        schema = items  # sent as the items joined with ',': the text lands in the last one
+    if o.method.upper() in ("GET", "HEAD") or not _is_free_text(schema):
+        return False
+    return where == "query" or (
+        where == "path" and "{" + name + "}" in o.path.rsplit("/", 1)[-1])
+
+
 class _Hazards:
     """Hazards the hub accepts silently, per operation and per document."""
 
@@ -208,6 +226,7 @@ class _Hazards:
         loc = o.loc
         raw = o.op.get("parameters")
         declared: dict[str, str] = {}
+        carriers: list[str] = []
         if isinstance(raw, str) and raw:
             self.add("parameters_ignored", loc)
         for index, prm in enumerate(raw if isinstance(raw, list) else []):
@@ -238,6 +257,10 @@ class _Hazards:
                 self._header(loc, name)
             if where == "path" and _is_free_text(schema):
                 self.add("free_text_path_param", loc, name=name)
+            if _carries_hash_run(o, where, name, schema):
+                carriers.append(name)
+        if carriers:
+            self.add("hash_run_param", loc, names=", ".join(repr(n) for n in carriers))
         return declared
 
     def _non_scalar(

@@ -20,6 +20,7 @@ from bailing_flask.stores.base import (
     EntryMeta,
     IdempotencyStore,
     Reservation,
+    StoreBusy,
     StoredResponse,
     StoreUnavailable,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "RedisStore",
     "Reservation",
     "SQLiteStore",
+    "StoreBusy",
     "StoreUnavailable",
     "StoredResponse",
     "store_from_url",

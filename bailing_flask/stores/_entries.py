@@ -40,6 +40,15 @@ class StoreUnavailable(BailingError):
     reason = "store_unavailable"
 
 
+class StoreBusy(StoreUnavailable):
+    """The store works but another process holds its lock past the busy timeout (a SQLite file
+    locked by a backup, a migration, a ``sqlite3`` shell): try again shortly."""
+
+    reason = "store_busy"
+    #: Seconds the caller is told to wait (``Retry-After``).
+    retry_after = 2
+
+
 @dataclass(frozen=True)
 class StoredResponse:
     """The response to hand to repeats of a completed call, byte for byte.

@@ -11,10 +11,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bailing_flask.stores._entries import Entry, Reservation, _outcome
-from bailing_flask.stores._sqlite_sql import _APPROVAL_COLUMNS, _CLAIM, _SPEND_APPROVAL
+from bailing_flask.stores._deferred import _log_refused
+from bailing_flask.stores._entries import (
+    Entry,
+    EntryMeta,
+    Reservation,
+    StoreUnavailable,
+    _encode_meta,
+    _outcome,
+)
+from bailing_flask.stores._sqlite_sql import (
+    _APPROVAL_COLUMNS,
+    _APPROVAL_USE_COLUMNS,
+    _CLAIM,
+    _SPEND_APPROVAL,
+)
 from bailing_flask.stores.approvals import (
     ApprovalClaim,
     ApprovalRecord,
@@ -22,6 +35,59 @@ from bailing_flask.stores.approvals import (
     refusal,
     spendable,
 )
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.stores.sqlite import SQLiteStore
+
+
+def add_use_columns(conn: sqlite3.Connection) -> None:
+    """Give a file written before approvals could be spent their ``used_by`` and ``used_at``.
+
+    Runs in the write transaction that creates the tables, so of several
+    workers opening the file together exactly one adds them.
+    """
+    have = {row[1] for row in conn.execute("PRAGMA table_info(bailing_approvals)")}
+    for column, kind in _APPROVAL_USE_COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE bailing_approvals ADD COLUMN {column} {kind}")
+
+
+def claim_approved(
+    store: SQLiteStore, conn: sqlite3.Connection, key: str, approval_ids: Sequence[int],
+    token: str, lease_seconds: float, retention_seconds: float, meta: EntryMeta, reserve: bool,
+) -> ApprovalClaim:
+    """:meth:`SQLiteStore.claim_approved <bailing_flask.stores.IdempotencyStore.claim_approved>`.
+
+    One ``BEGIN IMMEDIATE`` transaction: the deferred completions of this
+    process first (as in ``claim``, so a repeat is never answered "in
+    progress" by a completion that only waits to be written), then the
+    entry, the approvals, the spend and the reservation.
+    """
+    keep = max(lease_seconds, retention_seconds)
+    pending = store._pending
+    for _attempt in range(10):
+        pending.wait_landed(key, store.busy_timeout)
+        conn.execute("BEGIN IMMEDIATE")
+        with pending.carried() as taken:
+            try:
+                refused = store._apply(conn, taken)
+                now = store.clock()
+                entry = store._select(conn, key, now) if reserve else None
+                claim = spend_approval(conn, now, key, entry, approval_ids, token, (
+                    now + lease_seconds, now + keep, _encode_meta(meta)) if reserve else None)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+        store._wrote()
+        _log_refused(refused)
+        held = claim.reservation
+        if held is None or held.entry.state != "in_progress" or not pending.holds(key):
+            return claim
+        # its completion was taken by the background writer: wait for it, look again
+    raise StoreUnavailable(f"SQLite store at {store.path} is unavailable: the entry {key!r} "
+                           "kept changing while it was being claimed")
 
 
 def approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
@@ -63,3 +129,11 @@ def spend_approval(
                 conn.execute(_CLAIM, (key, token, now, lease_end, expires_at, meta_json))
             return ApprovalClaim("reserved", approval_id=record.approval_id)
     return refusal(records, now)
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the original error is the one worth reporting

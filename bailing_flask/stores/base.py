@@ -52,6 +52,7 @@ from bailing_flask.stores._entries import (
     ListState,
     Outcome,
     Reservation,
+    StoreBusy,
     StoredResponse,
     StoreUnavailable,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "EntryState",
     "ListState",
     "Outcome",
+    "StoreBusy",
     "StoreUnavailable",
     "StoredResponse",
     "EntryMeta",

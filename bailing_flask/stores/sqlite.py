@@ -34,6 +34,7 @@ when the store object is built, so configuring an app touches no disk.
 from __future__ import annotations
 
 import builtins
+import errno
 import logging
 import os
 import sqlite3
@@ -54,6 +55,7 @@ from bailing_flask.stores._entries import (
     ListState,
     Reservation,
     StoredResponse,
+    StoreBusy,
     StoreUnavailable,
     _decode_headers,
     _decode_meta,
@@ -65,7 +67,6 @@ from bailing_flask.stores._entries import (
 from bailing_flask.stores._sqlite_sql import (
     _ADD_APPROVAL,
     _APPROVAL_COLUMNS,
-    _APPROVAL_USE_COLUMNS,
     _APPROVALS_SCHEMA,
     _CLAIM,
     _CLEANUP,
@@ -82,7 +83,11 @@ from bailing_flask.stores._sqlite_sql import (
     _SCHEMA_VERSION,
     _TAKE_OVER,
 )
-from bailing_flask.stores._sqlite_approvals import approval_from_row, spend_approval
+from bailing_flask.stores._sqlite_approvals import (
+    add_use_columns,
+    approval_from_row,
+    claim_approved,
+)
 from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus, encode_request
 from bailing_flask.stores.base import IdempotencyStore, _check_seconds
 
@@ -96,6 +101,14 @@ _DEFER_DELAY = 0.005
 _CHECKPOINT_EVERY = 200
 #: SQLite's own checkpoint, inside a commit, only if the background ones fall this far behind
 _AUTOCHECKPOINT_PAGES = 10000
+#: bytes the -wal file is cut back to after a checkpoint (it never shrinks otherwise)
+_WAL_SIZE_LIMIT = 4 * 1024 * 1024
+#: SQLITE_FULL, SQLITE_IOERR (a write the disk refused)
+_DISK_FULL_CODES = (13, 10)
+#: below this much free space on its file system the log is checkpointed and cut back often
+_LOW_DISK_BYTES = 64 * 1024 * 1024
+#: commits between two checkpoints on a nearly full disk
+_LOW_DISK_CHECKPOINT_EVERY = 10
 
 def _entry_from_row(row: tuple[Any, ...]) -> Entry:
     key, state, token, created_at, lease_expires_at, expires_at, meta = row[:7]
@@ -160,6 +173,8 @@ class SQLiteStore(IdempotencyStore):
         #: deleted, replaced or read-only files are refused (see _sqlite_file)
         self._guard = FileGuard(self.path)
         self._writes = 0
+        #: commits between two background checkpoints (fewer on a nearly full disk)
+        self._checkpoint_every = _CHECKPOINT_EVERY
         #: held while the store's own threads use their connection, and by close(), which
         #: must never close a connection a statement is running on (SQLite would crash)
         self._background_lock = threading.Lock()
@@ -206,6 +221,8 @@ class SQLiteStore(IdempotencyStore):
                 self._schema_ready = True
             # checkpoints run in the background (see _wrote); this is only the safety net
             conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+            self._watch_disk()
         except BaseException:
             conn.close()
             raise
@@ -222,7 +239,7 @@ class SQLiteStore(IdempotencyStore):
         (PASSIVE: it never waits for, nor blocks, a reader or a writer).
         """
         self._writes += 1
-        if self._writes >= _CHECKPOINT_EVERY:
+        if self._writes >= self._checkpoint_every:
             self._writes = 0
             self._checkpoint_later.soon()
 
@@ -235,10 +252,22 @@ class SQLiteStore(IdempotencyStore):
         with self._background_lock:
             yield
 
+    def _watch_disk(self) -> bool:
+        """Whether the store's file system is nearly full; then checkpoint (and cut the log back
+        to nothing) every few commits, so the log never takes the last free space."""
+        try:
+            info = os.statvfs(os.path.dirname(self.path))
+            low = info.f_bavail * info.f_frsize < _LOW_DISK_BYTES
+        except (OSError, AttributeError):  # no statvfs (Windows): the usual schedule
+            low = False
+        self._checkpoint_every = _LOW_DISK_CHECKPOINT_EVERY if low else _CHECKPOINT_EVERY
+        return low
+
     def _checkpoint(self) -> None:
+        mode = "TRUNCATE" if self._watch_disk() else "PASSIVE"
         try:
             with self._background():
-                self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._connection().execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
         except (sqlite3.Error, OSError) as exc:
             logger.warning("bailing: background checkpoint of the SQLite idempotency store at %s "
                            "failed (%s: %s); SQLite checkpoints by itself later", self.path,
@@ -308,9 +337,26 @@ class SQLiteStore(IdempotencyStore):
             raise
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        if _is_disk_full(exc):
+            self._checkpoint_every = _LOW_DISK_CHECKPOINT_EVERY
+            self._give_back_wal()
+        if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
+            return StoreBusy(f"SQLite store at {self.path} is busy: another process held its lock "
+                             f"for more than {self.busy_timeout:g} s ({exc})")
         return StoreUnavailable(
             f"SQLite store at {self.path} is unavailable: {type(exc).__name__}: {exc}"
         )
+
+    def _give_back_wal(self) -> None:
+        """The disk is full: copy the log into the database and cut the ``-wal`` file to zero,
+        so the space it held is free again and the store recovers by itself (no successful
+        commit would ever trigger the background checkpoint otherwise)."""
+        try:
+            with self._background():
+                self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            logger.warning("bailing: could not give back the log of the SQLite idempotency store "
+                           "at %s on a full disk (%s)", self.path, exc)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -621,12 +667,7 @@ class SQLiteStore(IdempotencyStore):
                 for statement in _APPROVALS_SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
-                # a file written before approvals could be spent: add the columns (the write
-                # lock is held, so of several workers exactly one adds them)
-                have = {row[1] for row in writer.execute("PRAGMA table_info(bailing_approvals)")}
-                for column, kind in _APPROVAL_USE_COLUMNS:
-                    if column not in have:
-                        writer.execute(f"ALTER TABLE bailing_approvals ADD COLUMN {column} {kind}")
+                add_use_columns(writer)  # a file written before approvals could be spent
             self._approvals_ready = True
         return conn
 
@@ -702,49 +743,13 @@ class SQLiteStore(IdempotencyStore):
         return [self._approval_from_row(row) for row in rows]
 
     def claim_approved(
-        self,
-        key: str,
-        *,
-        approval_ids: Sequence[int],
-        token: str,
-        lease_seconds: float,
-        retention_seconds: float,
-        meta: EntryMeta,
-        reserve: bool = True,
+        self, key: str, *, approval_ids: Sequence[int], token: str, lease_seconds: float,
+        retention_seconds: float, meta: EntryMeta, reserve: bool = True,
     ) -> ApprovalClaim:
-        """One ``BEGIN IMMEDIATE`` transaction: the entry, the approvals, the spend, the claim.
-
-        Deferred completions of this process are written in it first, as in
-        :meth:`claim`, so a repeat is never answered "in progress" by a
-        completion that only waits to be written.
-        """
-        keep = max(lease_seconds, retention_seconds)
-        pending = self._pending
+        """One ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_approvals.claim_approved``)."""
         with self._errors():
-            conn = self._approvals_connection()
-            for _attempt in range(10):
-                pending.wait_landed(key, self.busy_timeout)
-                conn.execute("BEGIN IMMEDIATE")
-                with pending.carried() as taken:
-                    try:
-                        refused = self._apply(conn, taken)
-                        now = self.clock()
-                        entry = self._select(conn, key, now) if reserve else None
-                        claim = spend_approval(conn, now, key, entry, approval_ids, token, (
-                            now + lease_seconds, now + keep, _encode_meta(meta)) if reserve
-                            else None)
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        _rollback_quietly(conn)
-                        raise
-                self._wrote()
-                _log_refused(refused)
-                held = claim.reservation
-                if held is None or held.entry.state != "in_progress" or not pending.holds(key):
-                    return claim
-                # its completion was taken by the background writer: wait for it, look again
-        raise StoreUnavailable(f"SQLite store at {self.path} is unavailable: the entry {key!r} "
-                               "kept changing while it was being claimed")
+            return claim_approved(self, self._approvals_connection(), key, approval_ids, token,
+                                  lease_seconds, retention_seconds, meta, reserve)
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
@@ -760,3 +765,21 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
         conn.close()
     except sqlite3.Error:
         pass
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock (not a broken file)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (5, 6)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ENOSPC
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.Error) and code is not None:
+        return int(code) & 0xFF in _DISK_FULL_CODES
+    return isinstance(exc, sqlite3.Error) and ("full" in str(exc) or "disk I/O" in str(exc))

@@ -19,17 +19,21 @@ exception, a ``5xx``, a killed worker, a lost connection) leaves nothing.
   and gets the answer), SQLite makes it wait for the database's write lock
   (``busy_timeout``); a wait that times out answers
   ``409 idempotency_in_progress``. Never two effects.
-* There is no lease and no "uncertain" state: an uncommitted row is
-  invisible to everyone else and vanishes with its transaction.
+* There is no lease: an uncommitted row is invisible to everyone else and
+  vanishes with its transaction.
 
 The one thing that can break this is a view that ends the package's
-transaction itself (``COMMIT`` on a DB-API connection). The SQLAlchemy
-adapter turns the view's ``session.commit()`` into a flush for the
-duration of the call, so SQLAlchemy views keep their code; on a DB-API
-connection the view must leave ``BEGIN``/``COMMIT`` to the package and use
-savepoints for nested blocks. If a view commits anyway, the package logs an
-error; a committed row that still has no answer (the worker died after the
-view's own commit) is reported as uncertain, the only way one can arise.
+transaction itself (a ``COMMIT`` statement of its own, or a commit on
+another connection while it runs). The SQLAlchemy adapter turns the view's
+``session.commit()`` into a flush and a savepoint for the duration of the
+call, and its ``rollback()``/``close()`` into a return to that savepoint, so
+SQLAlchemy views keep their code; on a DB-API connection the view must
+leave ``BEGIN``/``COMMIT`` to the package and use savepoints for nested
+blocks. A view that ends the transaction anyway is detected (the savepoint
+after the reservation is gone, the driver has no transaction open, or the
+engine reported a commit during the view): the call answers ``500
+transaction_ended_by_view`` and is left *uncertain* -- the only way one can
+arise, with a worker killed after such a ``COMMIT``.
 
 Adapters: :class:`SQLAlchemyTransaction` (Flask-SQLAlchemy, or any
 SQLAlchemy ``Session``) and :class:`DBAPITransaction` (a plain ``sqlite3``

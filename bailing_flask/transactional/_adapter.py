@@ -17,12 +17,14 @@ logger = logging.getLogger("bailing_flask")
 class _CallTransaction(ABC):
     """One call's transaction on the app's own connection or session."""
 
-    #: set when the view ended the package's transaction itself (DB-API ``COMMIT``)
+    #: how the view ended the package's transaction itself (its own ``COMMIT``, a commit
+    #: outside the call's transaction), when it did; the call is then left uncertain
     ended_by_view: str | None = None
 
     @abstractmethod
     def reserve(self, record: _Record) -> None:
-        """Insert the running row; raises :class:`_Duplicate` or :class:`_Busy`."""
+        """Insert the running row (and the row of the approval it spends); raises
+        :class:`_Duplicate`, :class:`_Busy` or :class:`_ApprovalTaken`."""
 
     @contextmanager
     def guard(self, record: _Record) -> Iterator[None]:
@@ -31,15 +33,22 @@ class _CallTransaction(ABC):
 
     @abstractmethod
     def complete(self, record: _Record, response: StoredResponse) -> None:
-        """Write the answer into the row (re-inserting it if the view rolled back)."""
+        """Write the answer into the row; raises :class:`_EndedByView` when the transaction is no
+        longer the call's (the view committed or ended it)."""
 
     @abstractmethod
-    def _approval_row(self, record: _Record, *, insert: bool) -> int:
-        """Insert the row of the approval ``record`` spends (``insert``), or touch it; the row
-        count. Raises :class:`_Duplicate` or :class:`_Busy` as :meth:`reserve` does."""
+    def keep(self, record: _Record) -> None:
+        """After the view ended the transaction: commit what is left without the answer and make
+        sure the running row is committed (the call is uncertain)."""
 
-    def spend_approval(self, record: _Record) -> None:
-        """With :meth:`reserve`: the row of the approval the call spends, in its transaction.
+    @abstractmethod
+    def _insert_approval(self, record: _Record) -> None:
+        """Insert the row of the approval ``record`` spends; raises :class:`_Duplicate` or
+        :class:`_Busy` as the reservation's own insert does."""
+
+    def _spend_approval(self, record: _Record) -> None:
+        """In :meth:`reserve`, right after the call's row (before the view's first commit
+        point, so no rollback of the view takes it away): the row of the approval it spends.
 
         Raises :class:`_ApprovalTaken` when another call's committed transaction spent it
         (PostgreSQL waits for an open one first; SQLite's write lock already did).
@@ -47,15 +56,9 @@ class _CallTransaction(ABC):
         if record.approval is None:
             return
         try:
-            self._approval_row(record, insert=True)
+            self._insert_approval(record)
         except _Duplicate:
             raise _ApprovalTaken() from None
-
-    def keep_approval(self, record: _Record) -> None:
-        """With :meth:`complete`: the approval's row is still this call's, or is taken again
-        (a view that rolled back took it away); :class:`_ApprovalTaken` if someone else has it."""
-        if record.approval is not None and not self._approval_row(record, insert=False):
-            self.spend_approval(record)
 
     @abstractmethod
     def commit(self) -> None:

@@ -19,9 +19,7 @@ from bailing_flask.transactional._records import (
     _COMPLETED,
     _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
-    _KEEP_APPROVAL_SQL,
     _approval_values,
-    _keep_approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -29,6 +27,7 @@ from bailing_flask.transactional._records import (
     _check_identifier,
     _classify,
     _Duplicate,
+    _EndedByView,
     _entry,
     _insert_values,
     _matches,
@@ -40,6 +39,9 @@ from bailing_flask.transactional._records import (
 )
 
 logger = logging.getLogger("bailing_flask")
+
+#: the savepoint taken after the reservation: gone when the view ended the transaction itself
+_MARK = "bailing_call"
 
 
 class DBAPITransaction(TransactionAdapter):
@@ -243,8 +245,8 @@ class _DBAPICall(_CallTransaction):
             kind = _classify(exc)
             if kind == "duplicate":
                 raise _Duplicate() from exc
-            if kind == "busy":
-                raise _Busy(str(exc)) from exc
+            if kind in ("busy", "locked"):
+                raise _Busy(str(exc), whole_database=kind == "locked") from exc
             if kind == "error":
                 raise _unavailable(self.adapter, exc) from exc
             raise
@@ -254,8 +256,8 @@ class _DBAPICall(_CallTransaction):
             _begin(self.conn, self.dialect, immediate=True)
         except BaseException as exc:
             kind = _classify(exc)
-            if kind == "busy":
-                raise _Busy(str(exc)) from exc
+            if kind in ("busy", "locked"):
+                raise _Busy(str(exc), whole_database=kind == "locked") from exc
             if kind is not None:
                 raise _unavailable(self.adapter, exc) from exc
             raise
@@ -266,23 +268,46 @@ class _DBAPICall(_CallTransaction):
     def reserve(self, record: _Record) -> None:
         self._begin()
         self._insert(record)
+        self._spend_approval(record)
+        # marks the call's own transaction: a COMMIT or ROLLBACK of the view takes it away
+        self._execute(f"SAVEPOINT {_MARK}", ())
 
-    def _approval_row(self, record: _Record, *, insert: bool) -> int:
-        if insert:
-            return int(self._execute(_INSERT_APPROVAL_SQL, _approval_values(record)).rowcount)
-        return int(self._execute(_KEEP_APPROVAL_SQL, _keep_approval_values(record)).rowcount)
+    def _insert_approval(self, record: _Record) -> None:
+        self._execute(_INSERT_APPROVAL_SQL, _approval_values(record))
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
-        headers = _encode_headers(response.headers)
         if not _in_transaction(self.conn, self.dialect):
-            # the view committed or rolled back the package's transaction: what it did is
-            # already final or gone; record the answer now, in a transaction of its own
-            self.ended_by_view = "the view ended the transaction itself (COMMIT or ROLLBACK)"
-            self._begin()
+            self.ended_by_view = "the view committed or rolled back the connection itself"
+            raise _EndedByView(self.ended_by_view)
+        try:
+            self._execute(f"RELEASE SAVEPOINT {_MARK}", ())
+        except (StoreUnavailable, _Busy, _Duplicate) as exc:
+            self.ended_by_view = (f"the view committed or rolled back the connection itself "
+                                  f"({str(exc.__cause__ or exc)[:120]})")
+            raise _EndedByView(self.ended_by_view) from exc
+        headers = _encode_headers(response.headers)
         cursor = self._execute(_COMPLETE_SQL, (_COMPLETED, response.status, headers, response.body,
                                                record.key, record.token))
         if not cursor.rowcount:
-            self._insert(record, _COMPLETED, response.status, headers, response.body)
+            self.ended_by_view = "the call's reservation was no longer in its transaction"
+            raise _EndedByView(self.ended_by_view)
+
+    def keep(self, record: _Record) -> None:
+        if _in_transaction(self.conn, self.dialect):
+            try:
+                _commit(self.conn, self.dialect)
+            except Exception:  # noqa: BLE001 - an aborted transaction: what it held is gone
+                logger.warning("bailing: committing what the view left failed", exc_info=True)
+                self.rollback()
+        try:
+            self._begin()
+            self._insert(record)
+            _commit(self.conn, self.dialect)
+        except _Duplicate:
+            self.rollback()  # the running row was committed (by the view's COMMIT)
+        except Exception:  # noqa: BLE001
+            self.rollback()
+            raise
 
     def commit(self) -> None:
         try:

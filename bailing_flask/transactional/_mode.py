@@ -13,14 +13,20 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, request
 
 from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_candidates, _refusal
-from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
+from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.stores import Entry, EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
-from bailing_flask.transactional._records import _ApprovalTaken, _Busy, _Duplicate, _Record
+from bailing_flask.transactional._records import (
+    _ApprovalTaken,
+    _Busy,
+    _Duplicate,
+    _EndedByView,
+    _Record,
+)
 from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,8 +108,7 @@ class TransactionalIdempotency:
             except StoreUnavailable as exc:
                 return self._unavailable(tool, exc)
             try:
-                transaction.reserve(record)
-                transaction.spend_approval(record)
+                transaction.reserve(record)  # and the approval's row (business_approval)
             except _ApprovalTaken:  # another call's committed transaction spent it
                 transaction.rollback()
                 if not approvals:
@@ -119,6 +124,10 @@ class TransactionalIdempotency:
                 continue  # the committed row was gone (expired, or resolved to run again)
             except _Busy as exc:
                 transaction.rollback()
+                if exc.whole_database:  # SQLite: someone holds the database's one write lock
+                    logger.warning("bailing: the database is locked by another connection (%s); "
+                                   "refusing the side effect of %r for now", exc, tool.name)
+                    return store_refusal(self.state, StoreBusy(str(exc)))
                 logger.info("bailing: call %s of tool %r waits for the same call in another "
                             "transaction (%s): 409", record.key, tool.name, exc)
                 return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
@@ -128,7 +137,7 @@ class TransactionalIdempotency:
             except BaseException:
                 transaction.rollback()
                 raise
-            return self._first_run(adapter, transaction, tool, call, record, execute)
+            return self._first_run(adapter, transaction, tool, record, execute)
         return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
 
     def _approvals(self, tool: Tool, call: ToolCall, key: str) -> list[tuple[int, float]]:
@@ -152,7 +161,7 @@ class TransactionalIdempotency:
 
         The table's row is what decides; the mark keeps the store's record
         true for operators, and spent for the store mode should the tool
-        leave the transaction mode.
+        leave the transaction mode (or the view have ended the transaction).
         """
         if record.approval is None:
             return
@@ -200,7 +209,7 @@ class TransactionalIdempotency:
         return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
 
     def _first_run(self, adapter: TransactionAdapter, transaction: _CallTransaction, tool: Tool,
-                   call: ToolCall, record: _Record, execute: Callable[[], Response]) -> Response:
+                   record: _Record, execute: Callable[[], Response]) -> Response:
         stored: StoredResponse | None = None
         try:
             with transaction.guard(record):
@@ -212,23 +221,28 @@ class TransactionalIdempotency:
                                       if name.lower() not in _SKIPPED_HEADERS and not is_hop_by_hop(name)),
                         body=response.get_data(),
                     )
-        except BaseException as exc:
+        except Exception as exc:
+            if transaction.ended_by_view:  # what it committed outside stays: uncertain
+                return self._ended_by_view(transaction, tool, record, exc)
             transaction.rollback()
             logger.info("bailing: call %s of tool %r raised %s: its transaction rolled back, an "
                         "identical call runs again", record.key, tool.name, type(exc).__name__)
             raise
+        except BaseException:
+            transaction.rollback()
+            raise
         if stored is None:
+            if transaction.ended_by_view:
+                return self._ended_by_view(transaction, tool, record, None)
             transaction.rollback()
             logger.info("bailing: call %s of tool %r answered HTTP %d: its transaction rolled back, "
                         "an identical call runs again", record.key, tool.name, response.status_code)
             return response
         try:
             transaction.complete(record, stored)
-            transaction.keep_approval(record)
             transaction.commit()
-        except _ApprovalTaken:  # the view rolled back, and another call spent it meanwhile
-            transaction.rollback()
-            raise _ApprovalRefused(_refusal(tool, call, "used")) from None
+        except _EndedByView:
+            return self._ended_by_view(transaction, tool, record, None)
         except (_Duplicate, _Busy):
             transaction.rollback()
             logger.warning("bailing: call %s of tool %r lost its reservation (the view rolled back) "
@@ -243,16 +257,28 @@ class TransactionalIdempotency:
         except BaseException:
             transaction.rollback()
             raise
-        if transaction.ended_by_view:
-            logger.error(
-                "bailing: the view of transactional tool %r ended the package's transaction itself "
-                "(%s); its changes were committed before the answer was recorded, so this call was "
-                "not exactly-once. Leave COMMIT to bailing_flask and use savepoints in the view",
-                tool.name, transaction.ended_by_view,
-            )
         self._mark_spent(tool, record)
         self._maybe_cleanup(adapter)
         return response
+
+    def _ended_by_view(self, transaction: _CallTransaction, tool: Tool, record: _Record,
+                       exc: BaseException | None) -> Response:
+        """The view committed (or ended) the call's transaction itself: its answer cannot be
+        recorded with its changes. Keep what it wrote, leave the call uncertain, say so."""
+        logger.error(
+            "bailing: the view of transactional tool %r ended the package's transaction itself "
+            "(%s), so its answer could not be recorded with its changes. What it wrote was kept "
+            "and call %s is left uncertain: check its effect, then settle it with `flask bailing "
+            "idempotency resolve`. Leave COMMIT to bailing_flask (session.commit() in the view is "
+            "fine) and use savepoints for nested blocks", tool.name, transaction.ended_by_view,
+            record.key, exc_info=exc,
+        )
+        try:
+            transaction.keep(record)
+        except Exception:  # noqa: BLE001 - the database failed too: nothing more to do here
+            logger.error("bailing: could not record call %s as uncertain", record.key, exc_info=True)
+        self._mark_spent(tool, record)  # its effect may have stayed: the approval is spent
+        return self.state.error_response(ErrorInfo.make("transaction_ended_by_view"))
 
     def _maybe_cleanup(self, adapter: TransactionAdapter) -> None:
         """Now and then, after a call's commit: delete expired records in a small transaction."""

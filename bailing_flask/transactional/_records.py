@@ -77,7 +77,19 @@ class _Duplicate(Exception):
 
 
 class _Busy(Exception):
-    """The database gave up waiting for a lock (another transaction holds it)."""
+    """The database gave up waiting for a lock (another transaction holds it).
+
+    ``whole_database``: SQLite's one write lock, which any other process may hold (a backup, a
+    migration): that is a busy database, not a duplicate of this call."""
+
+    def __init__(self, message: str = "", *, whole_database: bool = False) -> None:
+        super().__init__(message)
+        self.whole_database = whole_database
+
+
+class _EndedByView(Exception):
+    """The view ended the call's transaction itself, or committed outside it: the answer
+    cannot be recorded with the view's writes (the call is left uncertain)."""
 
 
 class _ApprovalTaken(Exception):
@@ -97,7 +109,8 @@ class _Record:
 
 
 def _classify(exc: BaseException) -> str | None:
-    """``"duplicate"``, ``"busy"``, ``"error"`` for a database error, ``None`` for anything else."""
+    """``"duplicate"``, ``"busy"``, ``"locked"`` (SQLite's database lock), ``"error"`` for a
+    database error, ``None`` for anything else."""
     orig = getattr(exc, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's exception
     module = type(exc).__module__
     is_sqlalchemy = module.startswith("sqlalchemy")
@@ -114,7 +127,7 @@ def _classify(exc: BaseException) -> str | None:
         if name == "IntegrityError" and ("unique" in text or "primary key" in text):
             return "duplicate"
         if name == "OperationalError" and ("locked" in text or "busy" in text):
-            return "busy"
+            return "locked"
         return "error"
     if sqlstate is not None or tmodule.startswith(("psycopg", "sqlalchemy")) or is_sqlalchemy:
         if name == "IntegrityError" and sqlstate is None:
@@ -145,8 +158,6 @@ _INSERT_APPROVAL_SQL = (
     "INSERT INTO {t} (call_key, state, token, tool, job_id, subject, unsigned_key, created_at, "
     "expires_at, status, headers, body, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-#: still there, and this call's? (a view that rolled back the session took it away)
-_KEEP_APPROVAL_SQL = "UPDATE {t} SET note = ? WHERE call_key = ? AND token = ?"
 
 
 def _placeholders(statement: str, table: str, paramstyle: str) -> str:
@@ -184,11 +195,6 @@ def _approval_values(record: _Record) -> tuple[Any, ...]:
     return (f"{_APPROVAL_PREFIX}{approval_id}", _APPROVAL, record.token, record.meta.tool,
             record.meta.job_id, record.meta.subject, None, record.created_at,
             max(expires_at, record.expires_at), None, None, None, record.key)
-
-
-def _keep_approval_values(record: _Record) -> tuple[Any, ...]:
-    assert record.approval is not None
-    return (record.key, f"{_APPROVAL_PREFIX}{record.approval[0]}", record.token)
 
 
 def _entry(row: Any) -> Entry:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from bailing_flask.errors import ConfigurationError
@@ -19,9 +21,7 @@ from bailing_flask.transactional._records import (
     _COMPLETED,
     _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
-    _KEEP_APPROVAL_SQL,
     _approval_values,
-    _keep_approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -29,6 +29,7 @@ from bailing_flask.transactional._records import (
     _check_identifier,
     _classify,
     _Duplicate,
+    _EndedByView,
     _entry,
     _insert_values,
     _matches,
@@ -62,9 +63,10 @@ class SQLAlchemyTransaction(TransactionAdapter):
         creates it.
 
     During a transactional call, the view's ``session.commit()`` is a
-    ``flush()`` (ids and constraints are checked, nothing ends) and its
-    ``session.rollback()`` rolls back and takes the reservation again; the
-    package commits once, after the answer is written into the row.
+    ``flush()`` and a savepoint (ids and constraints are checked, nothing
+    ends), its ``session.rollback()`` and ``session.close()`` go back to its
+    last commit; the package commits once, after the answer is written into
+    the row.
     """
 
     def __init__(self, session: Any, *, metadata: MetaData | None = None,
@@ -240,18 +242,52 @@ def _define_table(metadata: MetaData, name: str) -> Table:
     )
 
 
+#: the call whose view is running on this thread (or task), for the engine's commit listener
+_RUNNING_CALL: ContextVar[_SQLAlchemyCall | None] = ContextVar("bailing_txn_call", default=None)
+#: engines whose commits are watched (a listener is added once per engine)
+_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
+_WATCH_LOCK = threading.Lock()
+
+
+def _on_engine_commit(connection: Any) -> None:
+    """Any commit on a watched engine: during a transactional view, that is a commit outside
+    the call's transaction (another connection or session) or of it (the view's own)."""
+    call = _RUNNING_CALL.get()
+    if call is not None:
+        call.ended("the view committed a database transaction itself (a Connection or another "
+                   "Session committed during the call)")
+
+
+def _watch(engine: Any) -> None:
+    if engine in _WATCHED:
+        return
+    from sqlalchemy import event
+
+    with _WATCH_LOCK:
+        if engine not in _WATCHED:
+            event.listen(engine, "commit", _on_engine_commit)
+            _WATCHED.add(engine)
+
+
 class _SQLAlchemyCall(_CallTransaction):
+    """One call on the session: the reservation row, then a savepoint marking the view's last
+    commit. The view's ``commit()`` flushes and takes a new savepoint, its ``rollback()`` and
+    ``close()`` go back to the last one (as they would go back to its last real commit); a
+    savepoint that has vanished means the view ended the transaction itself (a ``COMMIT``
+    statement), and a commit on the engine during the view means it committed outside."""
+
     def __init__(self, adapter: SQLAlchemyTransaction, session: Session) -> None:
         self.adapter = adapter
         self.session = session
         self.real = type(session)
-        self.lost = False
+        self.closed = False
         self._transaction: Any = None
         self._conn: Any = None
+        #: the savepoints marking the view's commits, outermost first (see _commit_point)
+        self._marks: list[Any] = []
 
     def _connection(self) -> Any:
-        # the session's connection, looked up again whenever its transaction changed (the view
-        # rolled back or closed the session)
+        # the session's connection, looked up again whenever its transaction changed
         transaction = self.session.get_transaction()
         if transaction is None or transaction is not self._transaction:
             self._conn = self.adapter._connection(self.session)
@@ -259,8 +295,8 @@ class _SQLAlchemyCall(_CallTransaction):
         return self._conn
 
     def _execute(self, which: int, values: tuple[Any, ...]) -> int:
-        """Run the INSERT (0), the UPDATE (1), or an approval's INSERT (2) or UPDATE (3) on the
-        session's own connection; the row count.
+        """Run the INSERT (0), the UPDATE (1) or an approval's INSERT (2) on the session's own
+        connection; the row count.
 
         Straight through the driver's cursor of the connection the session's transaction
         holds (so in that transaction): SQLAlchemy's statement execution costs more than the
@@ -273,7 +309,7 @@ class _SQLAlchemyCall(_CallTransaction):
             if statements is None:
                 table = self.adapter.table_name
                 statements = tuple(_placeholders(statement, table, paramstyle) for statement in (
-                    _INSERT_SQL, _COMPLETE_SQL, _INSERT_APPROVAL_SQL, _KEEP_APPROVAL_SQL))
+                    _INSERT_SQL, _COMPLETE_SQL, _INSERT_APPROVAL_SQL))
                 self.adapter._sql[paramstyle] = statements
             cursor = connection.connection.cursor()
             try:
@@ -282,60 +318,133 @@ class _SQLAlchemyCall(_CallTransaction):
             finally:
                 cursor.close()
         except BaseException as exc:
-            kind = _classify(exc)
-            if kind == "duplicate":
-                raise _Duplicate() from exc
-            if kind == "busy":
-                raise _Busy(str(getattr(exc, "orig", exc))) from exc
-            if kind == "error":
-                raise _unavailable(self.adapter, exc) from exc
-            raise
+            translated = _translated(self.adapter, exc)
+            if translated is exc:
+                raise
+            raise translated from exc
 
     def _insert(self, record: _Record, *values: Any) -> None:
         self._execute(0, _insert_values(record, *values))
 
     def reserve(self, record: _Record) -> None:
         self._insert(record)
+        self._spend_approval(record)
+        _watch(self._conn.engine)
+        try:
+            self._marks.append(self.session.begin_nested())
+        except BaseException as exc:
+            translated = _translated(self.adapter, exc)
+            if translated is exc:
+                raise
+            raise translated from exc
 
-    def _approval_row(self, record: _Record, *, insert: bool) -> int:
-        if insert:
-            return self._execute(2, _approval_values(record))
-        return self._execute(3, _keep_approval_values(record))
+    def ended(self, how: str) -> None:
+        if self.ended_by_view is None:
+            self.ended_by_view = how
+
+    def _check_driver(self) -> None:
+        """A driver with no transaction open while the session holds one: the view's own
+        ``COMMIT`` or ``ROLLBACK`` statement ended it (seen before the savepoint would fail)."""
+        if self.ended_by_view is None and _driver_idle(self._conn):
+            self.ended("the view ended the call's transaction itself (a COMMIT or ROLLBACK "
+                       "statement)")
+
+    def _commit_point(self) -> None:
+        """The view committed: a new savepoint inside the last one marks the point a later
+        ``rollback()`` goes back to. Savepoints are released only at the end of the call, so
+        the session's ``after_commit`` listeners run then, just before the real commit."""
+        session = self.session
+        if session.get_nested_transaction() is not self._marks[-1]:
+            return  # inside the view's own begin_nested() block: the point stays where it was
+        try:
+            self._marks.append(session.begin_nested())
+        except Exception as exc:  # noqa: BLE001 - the transaction is no longer the call's
+            self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
+                       f"{str(exc)[:120]})")
+
+    def _back_to_commit_point(self) -> None:
+        """The view rolled back: back to its last commit (the innermost savepoint)."""
+        try:
+            self._marks.pop().rollback()  # ROLLBACK TO SAVEPOINT; the ORM state follows
+            self._marks.append(self.session.begin_nested())
+        except Exception as exc:  # noqa: BLE001 - the savepoint is gone with the transaction
+            self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
+                       f"{str(exc)[:120]})")
+
+    def _insert_approval(self, record: _Record) -> None:
+        self._execute(2, _approval_values(record))
 
     @contextmanager
     def guard(self, record: _Record) -> Iterator[None]:
-        session, real = self.session, self.real
+        session = self.session
 
         def commit() -> None:
-            # the view's commit: its changes reach the database inside the call's transaction
+            # the view's commit: its changes reach the database inside the call's
+            # transaction, and a later rollback() or close() goes back to here
+            self._check_driver()
             session.flush()
+            if self.ended_by_view is None:
+                self._commit_point()
 
         def rollback() -> None:
-            # the view gave up its changes (say, after an IntegrityError): the reservation
-            # went with them, so take it again at once
-            real.rollback(session)
-            try:
-                self._insert(record)
-            except (_Duplicate, _Busy, StoreUnavailable):
-                real.rollback(session)
-                self.lost = True
+            # back to the view's last commit, as a rollback would without the package
+            self._check_driver()
+            if self.ended_by_view is None:
+                self._back_to_commit_point()
+
+        def close() -> None:
+            # as close() would: what the view did not commit is undone and its objects are
+            # detached; the session itself stays in the call's transaction until its commit
+            rollback()
+            session.expunge_all()
+            self.closed = True
 
         session.commit = commit  # type: ignore[method-assign]
         session.rollback = rollback  # type: ignore[method-assign]
+        session.close = close  # type: ignore[method-assign]
+        token = _RUNNING_CALL.set(self)
         try:
             yield
         finally:
+            _RUNNING_CALL.reset(token)
             del session.commit
             del session.rollback
+            del session.close
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
-        if self.lost:
-            raise _Duplicate()
+        self._check_driver()
+        if self.ended_by_view is None:
+            try:  # RELEASE of the outermost savepoint: fails when a COMMIT of the view took it
+                self._marks[0].commit()
+            except Exception as exc:  # noqa: BLE001
+                self.ended(f"the view ended the call's transaction itself "
+                           f"({type(exc).__name__}: {str(exc)[:120]})")
+        if self.ended_by_view is not None:
+            raise _EndedByView(self.ended_by_view)
         headers = _encode_headers(response.headers)
         updated = self._execute(1, (_COMPLETED, response.status, headers, response.body, record.key,
                                     record.token))
-        if not updated:  # the view closed the session: insert the finished row
-            self._insert(record, _COMPLETED, response.status, headers, response.body)
+        if not updated:  # the reservation is gone with a transaction the view ended
+            self.ended("the call's reservation was no longer in its transaction")
+            raise _EndedByView(self.ended_by_view or "")
+
+    def keep(self, record: _Record) -> None:
+        """Commit what the transaction still holds, without the answer, and make sure the
+        running row is committed: the call is uncertain."""
+        try:
+            # on the driver's connection: the session's bookkeeping of the savepoint is off
+            self._connection().connection.dbapi_connection.commit()
+        except Exception:  # noqa: BLE001 - an aborted transaction: what it held is gone
+            logger.warning("bailing: committing what the view left failed", exc_info=True)
+        self.rollback()  # the session forgets its transaction (nothing is left to roll back)
+        try:
+            self._insert(record)
+            self.real.commit(self.session)
+        except _Duplicate:
+            self.rollback()  # the running row was committed (by the view's COMMIT)
+        except Exception:  # noqa: BLE001
+            self.rollback()
+            raise
 
     def commit(self) -> None:
         try:
@@ -345,9 +454,52 @@ class _SQLAlchemyCall(_CallTransaction):
                 raise
             self.rollback()
             raise _unavailable(self.adapter, exc) from exc
+        self._finish()
 
     def rollback(self) -> None:
         try:
             self.real.rollback(self.session)
         except Exception:  # noqa: BLE001 - a broken connection: its transaction is gone anyway
             logger.warning("bailing: rollback failed", exc_info=True)
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.closed:  # the view closed the session: close it now that the call is over
+            self.closed = False
+            try:
+                self.real.close(self.session)
+            except Exception:  # noqa: BLE001
+                logger.warning("bailing: closing the session failed", exc_info=True)
+
+
+def _driver_idle(connection: Any) -> bool:
+    """Whether the driver's connection under ``connection`` has no transaction open (sqlite3,
+    psycopg 3, psycopg2; ``False`` for a driver that does not tell)."""
+    try:
+        dbapi = connection.connection.dbapi_connection
+    except Exception:  # noqa: BLE001 - an invalidated connection: the savepoint check decides
+        return False
+    if dbapi is None:
+        return False
+    in_transaction = getattr(dbapi, "in_transaction", None)  # sqlite3
+    if isinstance(in_transaction, bool):
+        return not in_transaction
+    info = getattr(dbapi, "info", None)
+    status = getattr(info, "transaction_status", None)  # psycopg 3
+    if status is None and hasattr(dbapi, "get_transaction_status"):  # psycopg2
+        status = dbapi.get_transaction_status()
+    try:
+        return status is not None and int(status) == 0  # IDLE
+    except (TypeError, ValueError):
+        return False
+
+
+def _translated(adapter: SQLAlchemyTransaction, exc: BaseException) -> BaseException:
+    kind = _classify(exc)
+    if kind == "duplicate":
+        return _Duplicate()
+    if kind in ("busy", "locked"):
+        return _Busy(str(getattr(exc, "orig", exc)), whole_database=kind == "locked")
+    if kind == "error":
+        return _unavailable(adapter, exc)
+    return exc

@@ -403,7 +403,7 @@ class BailingMiddleware:
         verifier = self.verifier
         assert verifier is not None  # __call__ refused the request without one
         verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
-        verifier.check_reading(signed_path, subject_raw)
+        verifier.check_reading(signed_path, subject_raw, method)
         body = self._read_body(environ, self.max_body_size, self.spool_threshold)
         _hand_over(environ, body)
         verifier.check_body(method, body.length)
@@ -470,14 +470,14 @@ class BailingMiddleware:
         if error.reason == "not_configured":
             logger.error(
                 "bailing: refused %s %s: %s is not set, so no hub request can be verified (job %r)",
-                environ.get("REQUEST_METHOD", "?"), path, self.setting, job[:64],
+                str(environ.get("REQUEST_METHOD", "?"))[:16], path[:200], self.setting, job[:64],
             )
         else:
             logger.log(
                 logging.INFO if expected else logging.WARNING,
                 "bailing: refused %s %s: %s (job %r)",
-                environ.get("REQUEST_METHOD", "?"),
-                path,
+                str(environ.get("REQUEST_METHOD", "?"))[:16],  # both chosen by the sender
+                path[:200],
                 error.reason,
                 job[:64],
             )

@@ -16,10 +16,10 @@ one place to be right about bytes.
 Verification is strict on purpose. Python's ``int()`` accepts ``" 1_0 "``,
 ``"+1"`` and non-ASCII digits, all of which the hub never sends; the
 canonical string joins its fields with ``.`` and escapes nothing, so a
-request is only accepted when its signed bytes have exactly one reading
-(:func:`has_one_reading`: no ``.`` in the Job-Id, no other ``.<64 hex>.``
-run that could pass for the body hash); and signatures are compared in
-constant time as bytes.
+request is only accepted when its signed bytes cannot be read as another
+request a forger could use (:func:`other_reading`: no ``.`` in the Job-Id,
+no ``.<64 hex>.`` run in the subject, no empty-body hash between dots in a
+GET's path); and signatures are compared in constant time as bytes.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ __all__ = [
     "Clock",
     "Secrets",
     "canonical_tool_call",
-    "has_one_reading",
+    "other_reading",
     "sign_tool_call",
     "canonical_callback",
     "sign_callback",
@@ -99,26 +99,57 @@ def canonical_tool_call(
 
 #: A run that could be read as the body-hash field: ``.`` 64 lowercase hex ``.``.
 _HASH_FIELD = re.compile(r"\.[0-9a-f]{64}\.")
+#: The only body hash the hub signs on a method without a body, as such a run.
+_EMPTY_FIELD = "." + EMPTY_BODY_SHA256 + "."
+#: Methods the hub never sends a body with (a body on them is refused: ``unexpected_body``).
+_BODYLESS = frozenset(("GET", "HEAD"))
+
+#: What to change, per field that allows another reading (the refusal's message).
+_READING_FIXES = {
+    "subject": (
+        "The subject (X-Bailing-On-Behalf-Of) holds 64 lowercase hex digits with a '.' after "
+        "them and a '.' or its start before them, so the same signature would also fit a "
+        "request with another path, body and subject; such a subject is refused on every "
+        "call. Build subjects without such a run (e.g. t1:u1001; ticket uids and e-mail "
+        "addresses never hold one)."
+    ),
+    "path": (
+        "This GET's path or query holds the sha256 of an empty body (e3b0c442...b855) with a "
+        "'.' before it and a '.' or the end after it, so the same signature would also fit "
+        "another GET with a shorter path and another subject. Send such a value without the "
+        "dots around it, or in the body of a POST tool."
+    ),
+}
 
 
-def has_one_reading(path_with_query: str, on_behalf_of: str) -> bool:
-    """``True`` when the canonical string of this request cannot be split another way.
+def other_reading(method: str, path_with_query: str, on_behalf_of: str) -> str | None:
+    """Which field lets these signed bytes be read as another request a forger could use.
 
-    The canonical string is ``ts.METHOD.P.H.S.J`` with nothing escaped. The
-    timestamp and method hold no ``.``, and neither does the Job-Id (checked
-    by :meth:`Verifier.check_headers`), so the first two and the last
-    separator are fixed. Every other reading of the middle ``P.H.S`` puts the
-    body hash ``H'`` on another ``.<64 lowercase hex>.`` run: one inside
-    ``"." + S`` (the path+query was cut and the rest moved into the subject)
-    or one inside ``P + "."`` (the path+query was lengthened by the start of
-    the subject). Refusing both leaves the received split as the only one,
-    so the same signed bytes can never carry another body, path or subject.
+    ``"subject"``, ``"path"`` or ``None`` (the received split is the only one
+    that matters). The canonical string is ``ts.METHOD.P.H.S.J`` with nothing
+    escaped. The timestamp and method hold no ``.``, and neither does the
+    Job-Id (checked by :meth:`Verifier.check_headers`), so only ``P.H.S`` can
+    split another way, with the body hash on another ``.<64 hex>.`` run:
+
+    * a run inside ``"." + S``: the other reading has a *longer* path (the
+      received one was cut, its rest moved into the subject). The hub may
+      have signed that one (a model-filled query value), so it is refused,
+      whatever the method: the subject is the field to change;
+    * a run inside ``P + "."``: the other reading has a *shorter* path and
+      its subject is ``<rest of P>.H.S``, which holds the received body's
+      hash between dots. On ``GET``/``HEAD`` both bodies are empty, so only
+      the empty body's hash can form it, and that run is refused. On methods
+      with a body it needs the hub to have signed a subject holding such a
+      run, which the first rule refuses on every call; such readings are not
+      refused, so content-addressed names (``build.<sha256>``,
+      ``sha256.<hex>.sig``) keep working. ``flask bailing check`` warns about
+      the write tools whose values could carry it (``hash_run_param``).
     """
     if len(on_behalf_of) >= 65 and "." in on_behalf_of and _HASH_FIELD.search("." + on_behalf_of):
-        return False
-    if len(path_with_query) >= 65 and "." in path_with_query and _HASH_FIELD.search(path_with_query + "."):
-        return False
-    return True
+        return "subject"
+    if method in _BODYLESS and len(path_with_query) >= 65 and _EMPTY_FIELD in path_with_query + ".":
+        return "path"
+    return None
 
 
 def _hmac_hex(key: bytes, message: bytes) -> str:
@@ -367,14 +398,17 @@ class Verifier(_KeyRing):
             raise SignatureError("malformed_job_id")
 
     @staticmethod
-    def check_reading(path_with_query: str, on_behalf_of: str) -> None:
-        """Refuse a request whose signed fields could be read another way.
+    def check_reading(path_with_query: str, on_behalf_of: str, method: str) -> None:
+        """Refuse a request whose signed fields could be read as another request.
 
-        See :func:`has_one_reading`. Needs no body, so it runs before the
-        body is read.
+        See :func:`other_reading`; the refusal's message names the field to
+        change. Needs no body, so it runs before the body is read.
         """
-        if not has_one_reading(path_with_query, on_behalf_of):
-            raise SignatureError("ambiguous_signature")
+        if len(on_behalf_of) < 65 and len(path_with_query) < 65:
+            return  # no 64-digit run fits: the common case costs two length checks
+        field = other_reading(method, path_with_query, on_behalf_of)
+        if field is not None:
+            raise SignatureError("ambiguous_signature", detail=_READING_FIXES[field])
 
     @staticmethod
     def check_body(method: str, body_length: int) -> None:
@@ -423,8 +457,9 @@ class Verifier(_KeyRing):
         self.check_headers(signature, timestamp, job_id)
         if body.__class__ is not bytes:
             body = _utf8(body)
-        self.check_reading(path_with_query, on_behalf_of)
-        self.check_body(method.upper(), len(body))
+        method = method.upper()
+        self.check_reading(path_with_query, on_behalf_of, method)
+        self.check_body(method, len(body))
         message = canonical_tool_call(
             timestamp,  # type: ignore[arg-type]  # checked above
             method, path_with_query, hashlib.sha256(body).hexdigest(), on_behalf_of, job_id,

@@ -38,6 +38,9 @@ class Figure:
     require: str
     #: one line for the docs: what was measured
     text: str
+    #: for a figure that is the median of several rounds: the range around it (e.g. the quartiles)
+    low: float | None = None
+    high: float | None = None
 
     def ok(self) -> bool:
         """Whether the figure meets its requirement (always true without one)."""
@@ -47,4 +50,5 @@ class Figure:
         return COMPARISONS[op](self.value, float(bound))
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {key: value for key, value in asdict(self).items()
+                if value is not None or key not in ("low", "high")}

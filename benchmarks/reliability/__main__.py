@@ -24,6 +24,13 @@ the last published run in ``docs/reliability/last-run.json``:
   Absolute figures (req/s, ms, MiB) are never compared: they depend on the
   machine.
 
+A figure that is the median of interleaved rounds carries its range (the
+quartiles), shown next to it. The load part's throughput ratio comes with
+its spread (``..._throughput_ratio_spread``, the interquartile range over
+the median) as a figure of its own with a requirement: when the rounds
+disagree more than that, the machine was too busy for the ratio to mean
+anything, the figure misses and the run says so and publishes nothing.
+
 A run publishes (rewrites ``docs/reliability/last-run.json`` and the
 generated ``docs/reliability/figures.rst``) when it is a full run in which
 every part ran and no figure missed or regressed, or when ``--publish``
@@ -133,9 +140,16 @@ def compare(figure: Figure, last: dict[str, Any] | None, same_kind: bool) -> str
     return None
 
 
-def _format_value(value: float, unit: str) -> str:
-    text = f"{int(value)}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
-    return f"{text} {unit}".strip()
+def _number(value: float) -> str:
+    return f"{int(value)}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def _format_value(value: float, unit: str, low: float | None = None, high: float | None = None) -> str:
+    """``0.94 ratio``, or with a range ``0.94 ratio (0.9–1.01)``."""
+    text = f"{_number(value)} {unit}".strip()
+    if low is not None and high is not None:
+        text += f" ({_number(low)}–{_number(high)})"
+    return text
 
 
 def _check(figures: list[Any], part: str) -> list[Figure]:
@@ -215,7 +229,7 @@ def render_rst(record: dict[str, Any]) -> str:
             result = ("met" if figure.ok() else "**missed**") if figure.require else "info"
             lines += [
                 f"   * - ``{figure.name}``",
-                f"     - {_format_value(figure.value, figure.unit)}",
+                f"     - {_format_value(figure.value, figure.unit, figure.low, figure.high)}",
                 f"     - {figure.require or '--'}",
                 f"     - {result}",
                 f"     - {figure.text}",
@@ -269,12 +283,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             missed += not figure.ok()
             regressed += why is not None
             before = last.get(figure.name)
-            rows.append([name, figure.name, _format_value(figure.value, figure.unit),
+            rows.append([name, figure.name, _format_value(figure.value, figure.unit, figure.low, figure.high),
                          figure.require or "-", result,
                          "-" if before is None else _format_value(before["value"], before["unit"]),
                          "REGRESSED" if why else ""])
             if why:
                 notes.append(f"{figure.name} regressed: {why}")
+            if figure.name.endswith("_spread") and not figure.ok():
+                notes.append(f"{figure.name}: {figure.value:g} is wider than {figure.require.split()[-1]}: "
+                             "the rounds disagree, the machine was too busy to measure the ratio on; "
+                             "it is not published (run again on a quieter machine)")
         entries[name] = {
             "command": command, "quick": options.quick,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -185,7 +185,7 @@ FULL_WEIGHTS: dict[str, float] = {
     # requests the hub sends, which must be served
     "valid.search": 14, "valid.get": 8, "valid.preview": 6,
     "valid.refund": 8, "valid.refund_repeat": 3, "valid.refund_burst": 2,
-    "valid.phone": 3, "valid.phone_burst": 1, "valid.refund_chunked": 1,
+    "valid.phone": 3, "valid.phone_once": 1, "valid.phone_burst": 1, "valid.refund_chunked": 1,
     "valid.refund_key_changed": 1, "valid.refund_too_much": 1, "valid.search_dots": 2,
     "valid.catalog": 1, "valid.probe": 1,
     "valid.approval": 2, "valid.approval_retry": 1, "valid.approval_burst": 1,
@@ -213,11 +213,13 @@ FULL_WEIGHTS: dict[str, float] = {
     "callback.expired": 0.5, "callback.unsigned": 0.5, "callback.no_handler": 0.5,
 }
 
-#: the signed mix of the comparison with the bare app: the hub's valid tool calls only
+#: the signed mix of the comparison with the bare app: the hub's valid tool calls, each sent once.
+#: No duplicates: the shop without the package runs a duplicate again (four concurrent copies are
+#: four refund requests queueing for SQLite's write lock), where the package answers it from its
+#: record without touching the shop's database, so a mix with duplicates compares different
+#: database work (duplicates are part of the full mix, where every answer is checked)
 SIGNED_WEIGHTS: dict[str, float] = {
-    "valid.search": 14, "valid.get": 8, "valid.preview": 6,
-    "valid.refund": 8, "valid.refund_repeat": 3, "valid.refund_burst": 2,
-    "valid.phone": 3, "valid.phone_burst": 1,
+    "valid.search": 14, "valid.get": 8, "valid.preview": 6, "valid.refund": 8, "valid.phone_once": 3,
 }
 
 
@@ -386,6 +388,12 @@ class Mix:
         ledger = (("phone", wire.job),)
         return Step([self.req("valid.phone", w, accept(200), ledger=ledger, signed=True)
                      for w in (wire, self.resign(wire))])
+
+    def s_valid_phone_once(self) -> Req:
+        """A phone update, sent once."""
+        args, subject = self._phone()
+        wire = self.call("customer_update_phone", args, subject)
+        return self.req("valid.phone_once", wire, accept(200), ledger=(("phone", wire.job),), signed=True)
 
     def s_valid_phone_burst(self) -> Step:
         args, subject = self._phone()
@@ -630,21 +638,22 @@ class Mix:
         return self._tampered("shift.body_hash", wire, "ambiguous_signature")
 
     def s_shift_query_lengthened(self) -> Req:
-        """The other direction: the subject's start moved into the query."""
-        args, _ = self._refund()
-        forged_body = js_json(args)
-        original_body = js_json({"order_id": args["order_id"], "amount": 0.01, "reason": "original"})
+        """The other direction, on a read: the subject's start moved into the query.
+
+        (On a write the same reading needs the hub to have signed a subject holding
+        ``.<sha256>.``, which is refused on every call; that write is not refused.)
+        """
         job = self.job()
         stamp = self.now()
-        original_subject = f"zz.{_sha(forged_body)}.{FULL}"
-        signature = sign_tool_call(self.secret, stamp, "POST", "/api/refunds/requests?note=a",
-                                   original_body, original_subject, job)
+        empty = _sha(b"")
+        original_subject = f"zz.{empty}.{FULL}"
+        signature = sign_tool_call(self.secret, stamp, "GET", "/api/orders?keyword=a", b"",
+                                   original_subject, job)
         headers = {"X-Bailing-Timestamp": str(stamp), "X-Bailing-Signature": signature,
                    "X-Bailing-Job-Id": job, "X-Bailing-Client": CLIENT,
-                   "X-Bailing-On-Behalf-Of": FULL, "X-Bailing-Tool-Scope": "refund.write",
-                   "Content-Type": "application/json"}
-        target = f"/api/refunds/requests?note=a.{_sha(original_body)}.zz"
-        return self._tampered("shift.query_lengthened", Wire("POST", target, headers, forged_body, job),
+                   "X-Bailing-On-Behalf-Of": FULL, "X-Bailing-Tool-Scope": "order.read"}
+        target = f"/api/orders?keyword=a.{empty}.zz"
+        return self._tampered("shift.query_lengthened", Wire("GET", target, headers, b"", job),
                               "ambiguous_signature")
 
     def s_shift_subject_job(self) -> Req:

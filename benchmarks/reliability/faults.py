@@ -84,7 +84,7 @@ class Tally:
         """5xx answers that are not the package's own refusal, or that carry a traceback."""
         return sum(1 for a in self.answers if a.traceback or (
             a.status >= 500 and not (a.status == 503 and a.reason in (
-                "idempotency_store_unavailable", "transaction_failed")))
+                "idempotency_store_unavailable", "idempotency_store_busy", "transaction_failed")))
             or a.status == 0)
 
     def recovered_after(self, moment: float) -> float | None:

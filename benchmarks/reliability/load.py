@@ -9,7 +9,16 @@ runs this part alone and prints the details). For each gunicorn worker class
    databases in a fresh temporary directory) and the same shop without
    bailing_flask (``_bare_app``) are started under the same gunicorn
    configuration, on loopback;
-2. **the mix** (60 s, ``--quick`` 8 s): separate load-generating processes
+2. **the comparison** (9 rounds, ``--quick`` 3), on the two fresh databases:
+   the signed mix (the hub's valid tool calls, each sent once:
+   ``SIGNED_WEIGHTS``) in blocks of 3 s (``--quick`` 1 s) against the
+   example app and the bare app in turn, A B B A, the order flipped every
+   round; each round gives one throughput ratio, and the published ratio is
+   their median with the quartiles as its range. A ratio whose spread (the
+   interquartile range over the median) is wider than :data:`SPREAD_LIMIT`
+   misses its requirement: the machine was too noisy for it, and the run
+   says so instead of publishing it;
+3. **the mix** (60 s, ``--quick`` 8 s): separate load-generating processes
    (``_load_client``) send the full mix of ``_load_mix.FULL_WEIGHTS`` to the
    example app as fast as it answers: valid signed calls (duplicates of side
    effects included, sequential and concurrent), every signed element
@@ -17,10 +26,6 @@ runs this part alone and prints the details). For each gunicorn worker class
    boundaries, timestamps outside the window, unsigned calls, oversized
    bodies, wrongly signed hub callbacks and the unsigned back-office pages;
    every answer is checked against what that request must get;
-3. **the comparison** (5 rounds, ``--quick`` 2): the signed mix (the hub's
-   valid tool calls, ``SIGNED_WEIGHTS``) in blocks of 3 s (``--quick`` 1 s)
-   against the example app and the bare app in turn, A B B A, for the
-   throughput ratio and the latencies;
 4. afterwards the example app's databases are read: every side effect
    sent as a valid call happened exactly once, none that was refused did.
 """
@@ -46,12 +51,15 @@ from typing import Any
 from . import Figure
 from .._server import ROOT, Gunicorn, _env
 
-__all__ = ["Settings", "FULL", "QUICK", "run", "run_load", "figures", "RATIO_FLOOR", "FD_GROWTH_LIMIT"]
+__all__ = ["Settings", "FULL", "QUICK", "run", "run_load", "figures", "RATIO_FLOOR", "SPREAD_LIMIT",
+           "FD_GROWTH_LIMIT", "spread"]
 
 SECRET = "load-run-provider-secret-0123456789abcdefghijklmnopqrstuv"
 CLIENT_TOKEN = "load-run-client-token-0123456789abcdefghijklmnopqrstuvwx"
 #: the throughput ratio (example app ÷ the same shop without the package) must stay above this
 RATIO_FLOOR = 0.4
+#: the throughput ratio is published only when its rounds agree: interquartile range / median at most
+SPREAD_LIMIT = 0.15
 #: a worker may open a few files for good (a database connection per thread); a leak per request
 #: would show thousands
 FD_GROWTH_LIMIT = 16
@@ -66,8 +74,8 @@ class Settings:
     worker_classes: tuple[str, ...] = ("sync", "gthread")
     #: seconds of the full mix per worker class
     mix_seconds: float = 60.0
-    #: A B B A rounds of the comparison (0: no comparison, no bare app)
-    compare_rounds: int = 5
+    #: A B B A rounds of the comparison (0: no comparison, no bare app); odd, for a median
+    compare_rounds: int = 9
     compare_block_seconds: float = 3.0
     #: signed calls to each server before anything is measured (counted and checked all the same)
     warmup_seconds: float = 1.0
@@ -89,7 +97,7 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(mix_seconds=8.0, compare_rounds=2, compare_block_seconds=1.0)
+QUICK = Settings(mix_seconds=8.0, compare_rounds=3, compare_block_seconds=1.0)
 
 
 def _log(message: str) -> None:
@@ -355,6 +363,43 @@ def _percentile(values: list[float], q: float) -> float:
 # -- one worker class -------------------------------------------------------------------------------------
 
 
+def spread(values: list[float]) -> tuple[float, float, float, float]:
+    """``(median, lower quartile, upper quartile, interquartile range / median)`` of the rounds."""
+    median = statistics.median(values)
+    low, high = _percentile(values, 25), _percentile(values, 75)
+    return median, low, high, (high - low) / median if median else float("inf")
+
+
+def _compare(settings: Settings, worker_class: str, gens: Generators, app: Gunicorn, bare: Gunicorn,
+             runs: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, Any]:
+    """Interleaved rounds of the signed mix, A B B A then B A A B ...: one ratio per round."""
+    sides: dict[str, dict[str, list[float]]] = {"app": {"rates": [], "ms": []},
+                                                "bare": {"rates": [], "ms": []}}
+    ratios: list[float] = []
+    for round_no in range(settings.compare_rounds):
+        _log(f"{worker_class}: comparison round {round_no + 1}/{settings.compare_rounds}")
+        order = ["app", "bare"] if round_no % 2 == 0 else ["bare", "app"]
+        per: dict[str, list[tuple[int, float]]] = {"app": [], "bare": []}
+        for side in order + order[::-1]:
+            port = app.port if side == "app" else bare.port
+            block = gens.run(port, "signed", settings.compare_block_seconds, check_ledger=side == "app")
+            if side == "app":
+                runs.append(block)
+            else:
+                result.setdefault("bare_outcomes", []).append(block["outcomes"])
+            per[side].append((block["requests"], block["elapsed"]))
+            sides[side]["ms"] += block["signed_ms"]
+        rates = {side: sum(n for n, _ in pair) / sum(s for _, s in pair) for side, pair in per.items()}
+        for side, rate in rates.items():
+            sides[side]["rates"].append(rate)
+        ratios.append(rates["app"] / rates["bare"])
+    return {
+        "ratios": ratios, "app_rates": sides["app"]["rates"], "bare_rates": sides["bare"]["rates"],
+        **{f"{side}_p50_ms": _percentile(v["ms"], 50) for side, v in sides.items()},
+        **{f"{side}_p99_ms": _percentile(v["ms"], 99) for side, v in sides.items()},
+    }
+
+
 def run_worker_class(settings: Settings, worker_class: str, work: Path, seed: Path) -> dict[str, Any]:
     """The mix and the comparison on one worker class; the raw results."""
     shop, store = work / f"{worker_class}-shop.sqlite3", work / f"{worker_class}-bailing.sqlite3"
@@ -385,6 +430,9 @@ def run_worker_class(settings: Settings, worker_class: str, work: Path, seed: Pa
             gens.run(bare.port, "signed", settings.warmup_seconds, check_ledger=False)
         time.sleep(0.5)  # idle keep-alive connections of the warm-up are gone
         before = worker_stats(app)
+        if bare is not None:
+            # first, while both databases hold the same data: the mix below grows the example's
+            result["compare"] = _compare(settings, worker_class, gens, app, bare, runs, result)
         _log(f"{worker_class}: the full mix for {settings.mix_seconds:g} s")
         cpu0 = app.cpu_ns()
         mix = gens.run(app.port, "full", settings.mix_seconds, sweep=True)
@@ -397,35 +445,6 @@ def run_worker_class(settings: Settings, worker_class: str, work: Path, seed: Pa
                          "client_cpu_s": mix["client_cpu"],
                          "signed_p50_ms": _percentile(mix["signed_ms"], 50),
                          "signed_p99_ms": _percentile(mix["signed_ms"], 99)}
-        sides: dict[str, dict[str, list[float]]] = {"app": {"rates": [], "ms": []},
-                                                    "bare": {"rates": [], "ms": []}}
-        ratios: list[float] = []
-        for round_no in range(settings.compare_rounds):
-            assert bare is not None
-            _log(f"{worker_class}: comparison round {round_no + 1}/{settings.compare_rounds}")
-            order = ["app", "bare"] if round_no % 2 == 0 else ["bare", "app"]
-            per: dict[str, list[tuple[int, float]]] = {"app": [], "bare": []}
-            for side in order + order[::-1]:
-                port = app.port if side == "app" else bare.port
-                block = gens.run(port, "signed", settings.compare_block_seconds,
-                                 check_ledger=side == "app")
-                if side == "app":
-                    runs.append(block)
-                else:
-                    result.setdefault("bare_outcomes", []).append(block["outcomes"])
-                per[side].append((block["requests"], block["elapsed"]))
-                sides[side]["ms"] += block["signed_ms"]
-            rates = {side: sum(n for n, _ in pair) / sum(s for _, s in pair) for side, pair in per.items()}
-            for side, rate in rates.items():
-                sides[side]["rates"].append(rate)
-            ratios.append(rates["app"] / rates["bare"])
-        if ratios:
-            result["compare"] = {
-                "ratio": statistics.median(ratios), "ratios": ratios,
-                **{f"{side}_req_per_s": statistics.median(v["rates"]) for side, v in sides.items()},
-                **{f"{side}_p50_ms": _percentile(v["ms"], 50) for side, v in sides.items()},
-                **{f"{side}_p99_ms": _percentile(v["ms"], 99) for side, v in sides.items()},
-            }
         gens.close()
         time.sleep(1.0)
         after = worker_stats(app)
@@ -495,8 +514,9 @@ def figures(results: dict[str, Any]) -> list[Figure]:
     """The published figures of :func:`run_load`'s results."""
     out: list[Figure] = []
 
-    def add(name: str, value: float, unit: str, require: str, text: str) -> None:
-        out.append(Figure("load", f"load.{name}", float(value), unit, require, text))
+    def add(name: str, value: float, unit: str, require: str, text: str, *,
+            low: float | None = None, high: float | None = None) -> None:
+        out.append(Figure("load", f"load.{name}", float(value), unit, require, text, low, high))
 
     for run in results["runs"]:
         wc = run["worker_class"]
@@ -539,21 +559,34 @@ def figures(results: dict[str, Any]) -> list[Figure]:
             f"{label}: concurrent duplicates told the first copy is still running (409/503)")
         compare = run.get("compare")
         if compare:
-            add(f"{wc}.signed_req_per_s", round(compare["app_req_per_s"], 1), "req/s", "",
-                f"{label}: signed mix, example app")
-            add(f"{wc}.bare_req_per_s", round(compare["bare_req_per_s"], 1), "req/s", "",
-                f"{label}: the same requests, the same shop without bailing_flask")
-            add(f"{wc}.signed_p50_ms", round(compare["app_p50_ms"], 2), "ms", "",
-                f"{label}: signed mix, median latency, example app")
-            add(f"{wc}.signed_p99_ms", round(compare["app_p99_ms"], 2), "ms", "",
-                f"{label}: signed mix, 99th percentile latency, example app")
-            add(f"{wc}.bare_p50_ms", round(compare["bare_p50_ms"], 2), "ms", "",
-                f"{label}: median latency without bailing_flask")
-            add(f"{wc}.bare_p99_ms", round(compare["bare_p99_ms"], 2), "ms", "",
-                f"{label}: 99th percentile latency without bailing_flask")
-            add(f"{wc}.throughput_ratio", round(compare["ratio"], 3), "ratio", f">= {RATIO_FLOOR}",
-                f"{label}: signed mix req/s, example app ÷ without bailing_flask (median of rounds)")
+            _compare_figures(add, label, wc, compare)
     return out
+
+
+def _compare_figures(add: Any, label: str, wc: str, compare: dict[str, Any]) -> None:
+    """The comparison's figures: medians of the rounds, the quartiles as their range."""
+    rounds = len(compare["ratios"])
+    for side, what in (("app", "signed mix, example app"),
+                       ("bare", "the same requests, the same shop without bailing_flask")):
+        median, low, high, _ = spread(compare[f"{side}_rates"])
+        name = "signed" if side == "app" else "bare"
+        add(f"{wc}.{name}_req_per_s", round(median, 1), "req/s", "",
+            f"{label}: {what} (median of {rounds} rounds; range: the quartiles)",
+            low=round(low, 1), high=round(high, 1))
+    for side, name, what in (("app", "signed", "signed mix, example app"),
+                             ("bare", "bare", "without bailing_flask")):
+        add(f"{wc}.{name}_p50_ms", round(compare[f"{side}_p50_ms"], 2), "ms", "",
+            f"{label}: {what}, median latency")
+        add(f"{wc}.{name}_p99_ms", round(compare[f"{side}_p99_ms"], 2), "ms", "",
+            f"{label}: {what}, 99th percentile latency")
+    median, low, high, relative = spread(compare["ratios"])
+    add(f"{wc}.throughput_ratio", round(median, 3), "ratio", f">= {RATIO_FLOOR}",
+        f"{label}: signed mix req/s, example app ÷ without bailing_flask: the median of {rounds} "
+        f"interleaved rounds (range: the quartiles; all rounds: "
+        f"{', '.join(f'{r:.2f}' for r in compare['ratios'])})", low=round(low, 3), high=round(high, 3))
+    add(f"{wc}.throughput_ratio_spread", round(relative, 3), "of the median", f"<= {SPREAD_LIMIT}",
+        f"{label}: the throughput ratio's interquartile range over its median; wider, the rounds "
+        "disagree (a machine too busy to measure on) and the ratio is not published")
 
 
 def run(quick: bool = False) -> list[Figure]:

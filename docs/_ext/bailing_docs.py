@@ -366,7 +366,7 @@ class CliDirective(SphinxDirective):
         formatter = parent.make_formatter()
         command.format_help(parent, formatter)
         text = formatter.getvalue().rstrip()
-        block = nodes.literal_block(text, text)
+        block = nodes.literal_block(text, text, classes=["bailing-generated"])
         block["language"] = "text"
         return [block]
 
@@ -447,7 +447,7 @@ class JsonDirective(SphinxDirective):
                            location=(self.env.docname, self.lineno))
             return []
         text = json.dumps(value, ensure_ascii=False, indent=2)
-        block = nodes.literal_block(text, text)
+        block = nodes.literal_block(text, text, classes=["bailing-generated"])
         block["language"] = "json"
         return [block]
 

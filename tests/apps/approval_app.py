@@ -146,10 +146,12 @@ def _transactional_transfer(app: Flask) -> None:
           transactional=True)
     def transfer_txn() -> Any:
         """Send money in the app's own transaction."""
-        transfer_id = insert()
         if app.config.get("VIEW_ROLLS_BACK"):  # the view gives its work up, then does it again
+            insert(commit=False)
             rollback()
-            transfer_id = insert()
+        transfer_id = insert()
+        if app.config.get("VIEW_COMMITS"):  # what a DB-API view must not do: COMMIT by itself
+            g.txn_db.commit()
         if _fail_once(app):
             return jsonify(ok=False), 500
         return jsonify(transfer_id=transfer_id), 201
@@ -184,7 +186,7 @@ def _dbapi(app: Flask, backend: str, database: str) -> tuple[Any, Any]:
     app.config["BAILING_TRANSACTION"] = DBAPITransaction(get_db, create_table=False)
     mark = "?" if backend == "sqlite3" else "%s"
 
-    def insert() -> int:
+    def insert(commit: bool = True) -> int:
         cursor = get_db().execute(
             f"INSERT INTO transfers (job, amount, recipient) VALUES ({mark}, {mark}, {mark}) "
             "RETURNING id", (current_call.job_id, current_call.args["amount"],
@@ -215,11 +217,14 @@ def _sqlalchemy(app: Flask, database: str) -> tuple[Any, Any]:
     with app.app_context():
         db.create_all()  # the records table too: it is defined on db.metadata
 
-    def insert() -> int:
+    def insert(commit: bool = True) -> int:
         row = TransferRow(job=current_call.job_id, amount=current_call.args["amount"],
                           recipient=current_call.args["to"])
         db.session.add(row)
-        db.session.commit()  # as views do; in the transaction mode this is a flush
+        if commit:
+            db.session.commit()  # as views do; in the transaction mode this is a flush
+        else:
+            db.session.flush()
         return int(row.id)
 
     def rollback() -> None:

@@ -11,8 +11,10 @@ subprocesses build the same app (``create_app(**config)`` overrides):
     A file naming the moment to SIGKILL the worker at: ``in_view`` (after the
     business row, before the view returns), ``before_commit`` (the answer is
     in the row, the COMMIT not sent), ``after_commit`` (committed, nothing
-    sent yet) or ``during_response`` (committed, part of the body sent). The
-    file is removed before the kill, so the replay does not die too.
+    sent yet), ``during_response`` (committed, part of the body sent) or
+    ``after_raw_commit`` (right after a view's own ``COMMIT``, ``misuse``
+    ``raw_commit``). The file is removed before the kill, so the replay does
+    not die too.
 ``TXN_DELAY``
     Seconds the view sleeps after its insert (concurrency tests).
 
@@ -47,6 +49,19 @@ class RefundBody(BaseModel):
     refuse: int = Field(0, description="abort() with this status after the insert (tests).", ge=0, le=599)
     twice: bool = Field(False, description="Insert a duplicate order id, catch it, roll back (tests).")
     commit_early: bool = Field(False, description="DB-API: COMMIT on the connection itself (tests).")
+    misuse: str = Field("", description="What the view does to the session after its insert "
+                        "(tests; see MISUSES).", max_length=40)
+
+
+#: What a view may do to its SQLAlchemy session after its first insert (``misuse``):
+#: ``commit_close`` commit() then close(); ``close`` an uncommitted second row, then close();
+#: ``rollback`` an uncommitted second row, then rollback(); ``remove`` db.session.remove();
+#: ``nested`` a second row in begin_nested() and a third in a savepoint it rolls back;
+#: ``raw_commit`` execute(text("COMMIT")), then a second row; ``other_connection`` a second row
+#: committed on another connection of the engine; ``remove_then_commit`` db.session.remove(),
+#: then a second row committed by the new session.
+MISUSES = ("commit_close", "close", "rollback", "remove", "nested", "raw_commit",
+           "other_connection", "remove_then_commit")
 
 
 def _kill_at(moment: str) -> None:
@@ -84,9 +99,9 @@ def _schema(backend: str) -> list[str]:
             "amount REAL NOT NULL, job TEXT, ref TEXT UNIQUE)"]
 
 
-def connect(backend: str, database: str) -> Any:
+def connect(backend: str, database: str, timeout: float = 15) -> Any:
     if backend == "sqlite3":
-        conn = sqlite3.connect(database, timeout=15, isolation_level=None)
+        conn = sqlite3.connect(database, timeout=timeout, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         return conn
     import psycopg
@@ -121,13 +136,14 @@ def create_app(**config: Any) -> Flask:
         TXN_BACKEND=os.environ.get("TXN_BACKEND", "sqlalchemy"),
         TXN_DATABASE=os.environ.get("TXN_DATABASE", "sqlite://"),
         TXN_DELAY=float(os.environ.get("TXN_DELAY", "0")),
+        TXN_SQLITE_TIMEOUT=15.0,  # seconds a SQLite connection waits for the write lock
     )
     app.config.update(config)
     backend = app.config["TXN_BACKEND"]
     if backend == "sqlalchemy":
-        insert, rollback, commit_early = _sqlalchemy(app)
+        insert, rollback, commit_early, misuse = _sqlalchemy(app)
     else:
-        insert, rollback, commit_early = _dbapi(app, backend)
+        insert, rollback, commit_early, misuse = _dbapi(app, backend)
     bailing = Bailing(app)
     bailing.authorizer(lambda call: call.subject is not None)
 
@@ -146,6 +162,8 @@ def create_app(**config: Any) -> Flask:
                 refund_id = insert(body["order_id"] + 1, body["amount"])
         if body.get("commit_early"):
             commit_early()
+        if body.get("misuse"):
+            misuse(body["misuse"], body["order_id"], body["amount"])
         _kill_at("in_view")
         if app.config["TXN_DELAY"]:
             time.sleep(app.config["TXN_DELAY"])
@@ -217,7 +235,8 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
     database = app.config["TXN_DATABASE"]
     app.config.setdefault("SQLALCHEMY_DATABASE_URI", database)
     if database.startswith("sqlite"):
-        app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {"connect_args": {"timeout": 15}})
+        app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS",
+                              {"connect_args": {"timeout": app.config["TXN_SQLITE_TIMEOUT"]}})
     db = SQLAlchemy()
 
     class Refund(db.Model):  # type: ignore[name-defined,misc]
@@ -238,8 +257,11 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(8152016)")
             db.metadata.create_all(conn)  # the records table too: it is defined on db.metadata
     session_class = db.session.session_factory.class_
-    event.listen(session_class, "before_commit", lambda session: _kill_at("before_commit"))
-    event.listen(session_class, "after_commit", lambda session: _kill_at("after_commit"))
+    # the transaction's own commit, not the release of a savepoint (which fires the same events)
+    event.listen(session_class, "before_commit", lambda session: session.get_nested_transaction()
+                 is None and _kill_at("before_commit"))
+    event.listen(session_class, "after_commit", lambda session: session.get_nested_transaction()
+                 is None and _kill_at("after_commit"))
 
     def insert(order_id: int, amount: float, ref: str | None = None) -> int:
         refund = Refund(order_id=order_id, amount=amount, job=current_call.job_id, ref=ref)
@@ -253,7 +275,45 @@ def _sqlalchemy(app: Flask) -> tuple[Any, Any, Any]:
     def commit_early() -> None:
         raise AssertionError("not for the SQLAlchemy backend")
 
-    return insert, rollback, commit_early
+    def misuse(mode: str, order_id: int, amount: float) -> None:
+        from sqlalchemy import insert as sql_insert, text
+
+        second = Refund(order_id=order_id + 1, amount=amount, job=current_call.job_id)
+        if mode == "commit_close":
+            db.session.commit()
+            db.session.close()
+        elif mode in ("close", "rollback"):
+            db.session.add(second)
+            db.session.flush()  # written, not committed: close() and rollback() undo it
+            db.session.close() if mode == "close" else db.session.rollback()
+        elif mode == "remove":
+            db.session.remove()
+        elif mode == "nested":
+            with db.session.begin_nested():
+                db.session.add(second)
+            try:
+                with db.session.begin_nested():
+                    db.session.add(Refund(order_id=order_id + 2, amount=amount, ref="dup"))
+                    db.session.add(Refund(order_id=order_id + 3, amount=amount, ref="dup"))
+            except Exception:  # noqa: BLE001 - IntegrityError: that savepoint rolled back
+                pass
+            db.session.commit()
+        elif mode == "raw_commit":
+            db.session.execute(text("COMMIT"))
+            _kill_at("after_raw_commit")
+            insert(order_id + 1, amount)
+        elif mode == "other_connection":
+            with db.engine.connect() as other:
+                other.execute(sql_insert(Refund).values(order_id=order_id + 1, amount=amount,
+                                                        job=current_call.job_id))
+                other.commit()
+        elif mode == "remove_then_commit":
+            db.session.remove()
+            insert(order_id + 1, amount)  # a new session: its commit is a real one
+        else:
+            raise AssertionError(mode)
+
+    return insert, rollback, commit_early, misuse
 
 
 def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
@@ -272,7 +332,7 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
 
     def get_db() -> Any:
         if "txn_db" not in g:
-            g.txn_db = KillingConnection(connect(backend, database))
+            g.txn_db = KillingConnection(connect(backend, database, app.config["TXN_SQLITE_TIMEOUT"]))
         return g.txn_db
 
     @app.teardown_appcontext
@@ -318,7 +378,17 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
     def commit_early() -> None:
         get_db().commit()  # what a transactional view must not do
 
-    return insert, rollback, commit_early
+    def misuse(mode: str, order_id: int, amount: float) -> None:
+        if mode == "raw_commit":  # what a transactional view must not do, then more
+            get_db().commit()
+            _kill_at("after_raw_commit")
+            insert(order_id + 1, amount)
+        elif mode == "rollback":  # the connection's own ROLLBACK: the reservation goes too
+            get_db().rollback()
+        else:
+            raise AssertionError(mode)
+
+    return insert, rollback, commit_early, misuse
 
 
 def query(config: dict[str, Any], sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 import bailing_flask
 from bailing_flask import get_arguments, get_current_call, tool, tool_defaults
 
-from .extensions import db, limiter
+from .extensions import cache, db, limiter
 from .guards import admin
 from .models import Refund, User
 
@@ -81,6 +81,17 @@ def export() -> Any:
     """Export every refund of the acting user (expensive: 10 per hour per hub user)."""
     return jsonify(rows=[])
 # [end:per-tool-limit]
+
+
+# [start:cache]
+@api.get("/summary")
+@cache.cached(timeout=60, key_prefix=bailing_flask.cache_key)   # one entry per acting user
+@tool(scope="refund.read")
+def summary() -> Any:
+    """The acting user's refund total."""
+    total = db.session.scalar(db.select(db.func.sum(Refund.amount)).filter_by(user_id=current_user.id))
+    return jsonify(login=current_user.login, total=str(total or 0))
+# [end:cache]
 
 
 # [start:shared-route]

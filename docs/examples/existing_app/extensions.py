@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flask_caching import Cache
 from flask_limiter import Limiter
 from flask_login import LoginManager
 from flask_sqlalchemy import SQLAlchemy
@@ -18,6 +19,8 @@ db = SQLAlchemy()
 login_manager = LoginManager()
 login_manager.login_view = "auth.login"
 csrf = CSRFProtect()
+
+cache = Cache()
 
 # [start:limiter]
 limiter = Limiter(key_func=bailing_flask.rate_limit_key, default_limits=["600/hour"])

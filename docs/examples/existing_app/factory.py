@@ -18,18 +18,20 @@ def create_app(**config: Any) -> Flask:
         # (flask routes, flask db upgrade) but refuses every hub request
         BAILING_SECRETS=os.environ.get("BAILING_SECRET"),
         RATELIMIT_STORAGE_URI=os.environ.get("RATELIMIT_STORAGE_URI", "memory://"),
+        CACHE_TYPE=os.environ.get("CACHE_TYPE", "SimpleCache"),
     )
     app.config.update(config)
 
     from . import hub  # noqa: F401  (registers the subject loader and the authorizer)
     from .api import api, auth
-    from .extensions import bailing, csrf, db, limiter, login_manager
+    from .extensions import bailing, cache, csrf, db, limiter, login_manager
     from .guards import admin, require_session
 
     db.init_app(app)
     login_manager.init_app(app)
     csrf.init_app(app)
     limiter.init_app(app)
+    cache.init_app(app)
     bailing.init_app(app)              # the order among them does not matter
     app.before_request(require_session)
     app.register_blueprint(auth)

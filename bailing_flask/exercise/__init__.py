@@ -11,7 +11,7 @@ every method, and checks that the package answered:
 ``probe``
     The hub's request with the probe subject ``__bailing_authz_probe__:nobody``.
     The gate must refuse it (its authorization must be denied); if the
-    authorizer admits it, nothing runs and that is reported.
+    authorizer admits it, the view does not run and that is reported.
 ``stack``
     The same request, admitted by the gate *without* asking the authorizer,
     so the view's own decorators (``login_required``,
@@ -20,29 +20,50 @@ every method, and checks that the package answered:
 ``subject``
     With ``--subject``, a real subject on every read-only tool: the view
     runs, and must be reached.
+``cache``
+    A cache in front of a read-only tool must not give one subject's answer
+    to another: with a second ``--subject`` the tool is called as both, and
+    an answer the second got without the view running is reported with the
+    decorator that gave it; otherwise the key of each Flask-Caching decorator
+    is read.
+
+The exercise runs the app's own code: every request runs the
+``before_request`` functions, the subject loader and the authorizer; the
+``stack`` requests run the view's decorators, the ``subject`` requests the
+views of read-only tools. Before it sends anything it says which functions
+those are and which databases they may write to, and it takes back every
+write it can reach (:mod:`bailing_flask.exercise._database`); the report
+ends with what did run. ``probe_only`` sends only the probe requests, which
+run what the hub's own probe runs in production. A subject loader that
+returns a user for the probe subject is an error, and so is one whose users
+Flask-Login cannot use when the Flask-Login bridge is on.
 
 No view with a side effect ever runs. Anything else that answered is named
-(the ``before_request`` function, found by watching each one; the redirect
-target; the extension) with how to fix it. The hooks of the app and its
-Flask-Login manager are watched only for the duration of the run: do not
-run it in a process that serves traffic.
+(the ``before_request`` function, found by watching each one; the
+``after_request`` function that rewrote a refusal; the redirect target;
+the extension) with how to fix it. The hooks of the app, its subject
+loader and authorizer and its Flask-Login manager are watched only for the
+duration of the run: do not run it in a process that serves traffic.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from flask import Flask, current_app, got_request_exception, request
+from flask import Flask
 
 from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.errors import ConfigurationError
+from bailing_flask.exercise._database import databases, rolled_back
+from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
+from bailing_flask.exercise._watch import _Watch
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
+from bailing_flask.integrations import login_user_problem
 from bailing_flask.lint import CompiledTool, compile_tools
 from bailing_flask.responses import REASON_HEADER
 from bailing_flask.settings import provider_secrets
@@ -71,7 +92,7 @@ class ExerciseResult:
 
     #: ``catalog``, ``authz_probe``, ``limiter`` or ``tool <name> (<METHOD> <path>)``
     target: str
-    #: ``fetch``, ``probe``, ``stack``, ``subject`` or ``config``
+    #: ``fetch``, ``probe``, ``stack``, ``subject``, ``cache``, ``loader`` or ``config``
     check: str
     status: Status
     summary: str
@@ -83,6 +104,10 @@ class ExerciseResult:
 @dataclass
 class ExerciseReport:
     results: list[ExerciseResult] = field(default_factory=list)
+    #: what of the app's code the exercise was going to run, and on which databases
+    plan: list[str] = field(default_factory=list)
+    #: what of the app's code did run, and whether its writes were taken back
+    ran: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -97,17 +122,19 @@ class ExerciseReport:
                 lines.append(f"      culprit: {result.culprit}")
             if result.fix:
                 lines.append(f"      fix: {result.fix}")
+        lines.extend(self.ran)
         counts = {s: sum(1 for r in self.results if r.status == s) for s in ("pass", "warn", "fail")}
         lines.append(f"exercise: {counts['pass']} passed, {counts['warn']} warning(s), "
                      f"{counts['fail']} failed")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "results": [result.__dict__ for result in self.results]}
+        return {"ok": self.ok, "plan": self.plan, "ran": self.ran,
+                "results": [result.__dict__ for result in self.results]}
 
 
 def _qualname(func: Any) -> str:
-    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+    return view_name(func)
 
 
 def _extension_of(func: Any) -> str | None:
@@ -115,91 +142,70 @@ def _extension_of(func: Any) -> str | None:
     return _EXTENSIONS.get(module.split(".", 1)[0])
 
 
-class _Watch:
-    """Watches the app's ``before_request`` functions, Flask-Login and exceptions for one run."""
-
-    def __init__(self, app: Flask) -> None:
-        self.app = app
-        self.exceptions: dict[int, BaseException] = {}
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[_Watch]:
-        app = self.app
-        saved = {key: list(funcs) for key, funcs in app.before_request_funcs.items()}
-        manager = getattr(app, "login_manager", None)
-        patched: dict[str, Any] = {}
-        for key, funcs in saved.items():
-            app.before_request_funcs[key] = [self._watched(func, key) for func in funcs]
-        if manager is not None:
-            for name in ("unauthorized", "needs_refresh"):
-                patched[name] = manager.__dict__.get(name)
-                setattr(manager, name, self._flask_login(getattr(manager, name), name))
-        got_request_exception.connect(self._exception, app)
-        try:
-            yield self
-        finally:
-            got_request_exception.disconnect(self._exception, app)
-            for key, funcs in saved.items():
-                app.before_request_funcs[key] = funcs
-            for name, original in patched.items():
-                if original is None:
-                    delattr(manager, name)
-                else:
-                    setattr(manager, name, original)
-
-    @staticmethod
-    def _probe() -> ExerciseProbe | None:
-        probe = request.environ.get(EXERCISE_KEY)
-        return probe if isinstance(probe, ExerciseProbe) else None
-
-    def _watched(self, func: Callable[..., Any], blueprint: str | None) -> Callable[..., Any]:
-        def watched() -> Any:
-            try:
-                answer = current_app.ensure_sync(func)()
-            except BaseException as exc:
-                probe = self._probe()
-                if probe is not None and probe.hook is None:
-                    probe.hook = (func, exc)
-                raise
-            if answer is not None:
-                probe = self._probe()
-                if probe is not None and probe.hook is None:
-                    probe.hook = (func, None)
-            return answer
-
-        watched.__bailing_blueprint__ = blueprint  # type: ignore[attr-defined]
-        watched.__wrapped__ = func  # type: ignore[attr-defined]
-        return watched
-
-    def _flask_login(self, original: Callable[..., Any], name: str) -> Callable[..., Any]:
-        def watched(*args: Any, **kwargs: Any) -> Any:
-            probe = self._probe()
-            if probe is not None and probe.flask_login is None:
-                probe.flask_login = name
-            return original(*args, **kwargs)
-
-        return watched
-
-    def _exception(self, sender: Any, exception: BaseException, **extra: Any) -> None:
-        probe = self._probe()
-        if probe is not None:
-            self.exceptions[id(probe)] = exception
-
-
 class _Exercise:
-    def __init__(self, app: Flask, secret: str, subject: str | None) -> None:
+    def __init__(self, app: Flask, secret: str, subjects: Sequence[str], probe_only: bool = False) -> None:
         from bailing_flask._state import state_of
 
         self.app = app
         self.state = state_of(app)
-        self.subject = subject
+        self.subject = subjects[0] if subjects else None
+        #: a second subject, to see that no answer of the first one reaches it
+        self.other = subjects[1] if len(subjects) > 1 else None
+        self.probe_only = probe_only
         self.hub = HubSimulator(app, secret, client="__probe__")
         self.report = ExerciseReport()
-        self.watch = _Watch(app)
+        self.watch = _Watch(app, self.state.ext)
         self.job = "exercise-" + uuid.uuid4().hex[:16]
+        self.databases = databases(app)
+        self.views_ran: list[str] = []
+        self.stacks_ran: set[str] = set()
+        #: ``id(probe)`` -> the endpoint and method it was sent to
+        self.targets: dict[int, tuple[str, str]] = {}
 
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.report.results.append(ExerciseResult(*args, **kwargs))
+
+    # -- what will run --------------------------------------------------------------------
+
+    def plan(self) -> list[str]:
+        """Which of the app's functions the exercise runs, and on which databases, in words."""
+        ext = self.state.ext
+        lines = ["the exercise runs this app's own code, in this process:"]
+        hooks = [name for name in watched_names(self.app.before_request_funcs)
+                 if not name.startswith("bailing_flask")]
+        lines.append("  before_request (every request): " + (", ".join(hooks) or "none"))
+        subjects = [PROBE_SUBJECT] + [s for s in (self.subject, self.other) if s]
+        loader = ext.subject_loader_func
+        lines.append(f"  subject loader: {code_name(loader) if loader else 'none'} "
+                     f"(for {', '.join(repr(s) for s in subjects)})")
+        authorizer = ext.authorizer_func
+        lines.append(f"  authorizer: {code_name(authorizer) if authorizer else 'none (tool authorizers only)'}")
+        for tool in self.state.registry().tools:
+            decorators = decorators_of(self.app, tool.endpoint, tool.method)
+            if self.probe_only:
+                runs = "nothing of the view's stack (probe requests only)"
+            else:
+                runs = (f"decorators {', '.join(decorators)}" if decorators else "no decorator")
+                if tool.readonly and self.subject:
+                    runs += f"; the view, as {' and '.join(repr(s) for s in subjects[1:])}"
+                else:
+                    runs += "; never the view"
+            lines.append(f"  tool {tool.name} ({tool.method} {tool.path}): {runs}")
+        after = [name for name in watched_names(self.app.after_request_funcs)
+                 if not name.startswith("bailing_flask")]
+        if after:
+            lines.append("  after_request (every request): " + ", ".join(after))
+        if self.databases:
+            lines.append("databases:")
+            lines.extend(f"  {database.describe()}" for database in self.databases)
+        else:
+            lines.append("databases: none known to bailing_flask (no Flask-SQLAlchemy, no "
+                         "BAILING_TRANSACTION): what this code writes stays written")
+        if not all(database.rolled_back for database in self.databases) or not self.databases:
+            if not self.probe_only:
+                lines.append("  (--probe-only sends only the hub's probe requests: the before_request "
+                             "functions, the subject loader and the authorizer run, no decorator, no view)")
+        return lines
 
     # -- who answered --------------------------------------------------------------------
 
@@ -265,15 +271,24 @@ class _Exercise:
             return (f"routing answered {status} before any view",
                     "the hub requests base_url + the catalog path with this method; check SERVER_NAME, "
                     "subdomain rules and before_request functions that abort")
-        if probe.mode == "stack" and 200 <= status < 300:
-            cache = " (Flask-Caching's cache.cached?)" if "cache" in self.app.extensions else ""
+        if probe.mode in ("stack", "subject") and probe.gate == "admitted" and 200 <= status < 300:
+            layers = self._cached_by(probe)
+            cache = f" ({layers})" if layers else (
+                " (Flask-Caching's cache.cached?)" if "cache" in self.app.extensions else "")
             return (f"something between the route and @tool answered {status} without calling the "
                     f"view: a cached response{cache}",
                     "a response cached by path is one subject's data served to another: key the cache "
-                    "on the subject, or keep caching out of tool views")
+                    "on the subject (bailing_flask.cache_key), or keep caching out of tool views")
         return (f"something other than bailing_flask answered: {self._answer(response)}",
                 "find what answers this path before the view (after_request functions and error "
                 "handlers included)")
+
+    def _cached_by(self, probe: ExerciseProbe) -> str:
+        where = self.targets.get(id(probe))
+        if where is None:
+            return ""
+        layers = cache_layers(self.app, *where)
+        return "; ".join(layer.describe() for layer in layers)
 
     # -- the checks -----------------------------------------------------------------------
 
@@ -287,6 +302,9 @@ class _Exercise:
     def send(self, mode: str, tool: CompiledTool, args: dict[str, Any], subject: str | None
              ) -> tuple[ExerciseProbe, HubResponse]:
         probe = ExerciseProbe(mode)
+        registered = self._tool(tool)
+        if registered is not None:
+            self.targets[id(probe)] = (registered.endpoint, registered.method)
         call = self.hub.build_call(tool.name, args, subject=subject, job_id=self.job)
         return probe, self._send(call.method, call.path_with_query, call.headers, call.body, probe)
 
@@ -352,9 +370,15 @@ class _Exercise:
         target = f"tool {tool.name} ({tool.method} {tool.path})"
         args = sample_arguments(operation)
         self.probe_check(target, tool, args)
+        if self.probe_only:
+            return
         self.stack_check(target, tool, args)
         if self.subject and tool.readonly:
-            self.subject_check(target, tool, args)
+            first = self.subject_check(target, tool, args)
+            if self.other:
+                self.second_subject_check(target, tool, args, first)
+                return
+        self.cache_keys_check(target, tool)
 
     def probe_check(self, target: str, tool: CompiledTool, args: dict[str, Any]) -> None:
         probe, response = self.send("probe", tool, args, PROBE_SUBJECT)
@@ -367,15 +391,18 @@ class _Exercise:
                      f"the gate refused the probe subject: {response.status} {probe.reason}{note}")
             return
         if probe.gate == "refused":
+            hook = self.watch.rewritten.get(id(probe))
+            culprit = (f"after_request function {_qualname(hook)} rewrote it" if hook is not None
+                       else "an after_request function or error handler rewrote the gate's answer")
             self.add(target, "probe", "fail",
-                     f"the gate refused with {probe.status} {probe.reason}, but the response became "
-                     f"{self._answer(response)}",
-                     "an after_request function or error handler rewrote the gate's answer",
-                     "leave responses that carry X-Bailing-Reason alone")
+                     f"the gate refused with {probe.status} {probe.reason} (the view did not run), but "
+                     f"the response became {self._answer(response)}: the hub reads that answer while "
+                     "the audit records the refusal, so the two disagree",
+                     culprit, "leave responses that carry X-Bailing-Reason alone (return them unchanged)")
             return
         if probe.gate == "admitted":
             self.add(target, "probe", "fail",
-                     f"the authorizer ADMITTED the probe subject {PROBE_SUBJECT!r} (nothing was run)",
+                     f"the authorizer ADMITTED the probe subject {PROBE_SUBJECT!r} (the view was not run)",
                      "the authorizer", "refuse subjects the subject loader does not know "
                      "(call.user is None -> False); the hub's own probe would call this suspect")
             return
@@ -385,9 +412,12 @@ class _Exercise:
     def stack_check(self, target: str, tool: CompiledTool, args: dict[str, Any]) -> None:
         subject = self.subject or PROBE_SUBJECT
         probe, response = self.send("stack", tool, args, subject)
+        if probe.gate == "admitted" and not probe.unguarded:
+            self.stacks_ran.add(tool.name)
         if probe.reached_view:
             self.add(target, "stack", "pass",
-                     f"an admitted call as {subject!r} passes the view's decorators (the view was not run)")
+                     f"an admitted call as {subject!r} passes the view's decorators (they ran; the view "
+                     "itself was stopped where it would start)")
             return
         if probe.unguarded:
             self.add(target, "stack", "warn",
@@ -417,20 +447,128 @@ class _Exercise:
         culprit, fix = self._culprit(probe, response)
         self.add(target, "stack", "fail", f"the admitted call got {self._answer(response)}", culprit, fix)
 
-    def subject_check(self, target: str, tool: CompiledTool, args: dict[str, Any]) -> None:
+    def subject_check(self, target: str, tool: CompiledTool, args: dict[str, Any]
+                      ) -> tuple[ExerciseProbe, HubResponse]:
         probe, response = self.send("subject", tool, args, self.subject)
         if probe.reached_view:
+            self.views_ran.append(f"{tool.name} as {self.subject!r}")
             status: Status = "pass" if 200 <= response.status < 300 else "warn"
             self.add(target, "subject", status, f"the view ran for {self.subject!r}: {self._answer(response)}")
-            return
-        if probe.gate == "refused":
+        elif probe.gate == "refused":
             self.add(target, "subject", "warn",
                      f"the gate refused {self.subject!r}: {probe.status} {probe.reason}", None,
                      "check the subject and the authorizer (an async authorizer needs flask[async])")
+        else:
+            culprit, fix = self._culprit(probe, response)
+            self.add(target, "subject", "fail", f"the call as {self.subject!r} got {self._answer(response)}",
+                     culprit, fix)
+        return probe, response
+
+    def _tool(self, tool: CompiledTool) -> Any:
+        return next((t for t in self.state.registry().tools if t.name == tool.name), None)
+
+    def _cache_culprit(self, tool: CompiledTool) -> tuple[str, str]:
+        registered = self._tool(tool)
+        layers = cache_layers(self.app, registered.endpoint, registered.method) if registered else []
+        shared = [layer for layer in layers if layer.per_subject is not True] or layers
+        if shared:
+            return "; ".join(layer.describe() for layer in shared), shared[0].fix
+        return ("something between the route and @tool that answers without calling the view (a cache?)",
+                "key whatever caches this view on the acting subject (bailing_flask.cache_key for "
+                "Flask-Caching), or keep caching out of tool views")
+
+    def second_subject_check(self, target: str, tool: CompiledTool, args: dict[str, Any],
+                             first: tuple[ExerciseProbe, HubResponse]) -> None:
+        """The same read-only call as a second subject: its view must run, not answer the first's bytes."""
+        probe, response = self.send("subject", tool, args, self.other)
+        if probe.reached_view:
+            self.views_ran.append(f"{tool.name} as {self.other!r}")
+            self.add(target, "cache", "pass",
+                     f"the view ran for {self.other!r} too: no answer of {self.subject!r} was reused")
+            return
+        if probe.gate == "refused":
+            self.add(target, "cache", "warn",
+                     f"the gate refused {self.other!r} ({probe.status} {probe.reason}): not compared", None,
+                     "pass as the second --subject a user the authorizer admits for this tool")
+            return
+        if probe.gate == "admitted" and 200 <= response.status < 300:
+            same = response.body == first[1].body
+            culprit, fix = self._cache_culprit(tool)
+            self.add(target, "cache", "fail",
+                     f"{self.other!r} was answered {response.status} without the view running"
+                     + (f", with the very bytes {self.subject!r} got" if same else "")
+                     + ": one subject's answer served to another (another tenant's, where they differ)",
+                     culprit, fix)
             return
         culprit, fix = self._culprit(probe, response)
-        self.add(target, "subject", "fail", f"the call as {self.subject!r} got {self._answer(response)}",
+        self.add(target, "cache", "fail", f"the call as {self.other!r} got {self._answer(response)}",
                  culprit, fix)
+
+    def cache_keys_check(self, target: str, tool: CompiledTool) -> None:
+        """Without a second subject: what each Flask-Caching decorator in front of the view keys on."""
+        registered = self._tool(tool)
+        if registered is None:
+            return
+        for layer in cache_layers(self.app, registered.endpoint, registered.method):
+            if layer.per_subject is True:
+                self.add(target, "cache", "pass", f"{layer.describe()}: one entry per acting subject")
+            elif layer.per_subject is False:
+                self.add(target, "cache", "warn",
+                         f"{layer.describe()} is not keyed on the subject: unless this tool answers the same "
+                         "to everyone, the answer cached for the first authorized subject is served, "
+                         "without the view running, to every other one (pass --subject twice to see it)",
+                         layer.describe(), layer.fix)
+            else:
+                self.add(target, "cache", "warn",
+                         f"{layer.describe()}: whether its key tells subjects apart is not known", None,
+                         "pass --subject twice (two users, of two tenants) to see it, or "
+                         + layer.fix)
+
+    def loader_checks(self) -> None:
+        """What the subject loader returned: never a user for the probe subject; one Flask-Login takes."""
+        loader = getattr(self.state.ext.subject_loader_func, "__wrapped__", self.state.ext.subject_loader_func)
+        if loader is None:
+            return
+        name = code_name(loader)
+        probed = [user for subject, user in self.watch.loaded if subject == PROBE_SUBJECT and user is not None]
+        if probed:
+            self.add("subject_loader", "loader", "fail",
+                     f"the subject loader returned a value of type {type(probed[0]).__name__} for the "
+                     f"probe subject {PROBE_SUBJECT!r}: a loader that creates the users it does not know makes the "
+                     "probe subject a user, and the hub's own probe then marks this provider suspect",
+                     f"subject loader {name}",
+                     "return None for a subject you do not know (provision users elsewhere, never from "
+                     "the subject loader)")
+        bridged = any(getattr(getattr(hook, "__self__", None), "loader_problem", None)
+                      for hook in self.state.ext.admission_hooks)
+        if bridged:
+            for subject, user in self.watch.loaded:
+                problem = login_user_problem(loader, user)
+                if problem:
+                    self.add("subject_loader", "loader", "fail",
+                             f"for {subject!r}: {problem}; every call through login_required is refused "
+                             "(500 login_user_invalid)", f"subject loader {name}",
+                             "return the objects your login_manager.user_loader returns")
+                    break
+
+    def ran_summary(self, notes: list[str]) -> list[str]:
+        """What of the app's code ran, said plainly (never "nothing ran" when something did)."""
+        lines = ["what of this app's code ran:"]
+        hooks = [f"{name} ({count}x)" for name, count in self.watch.hooks_ran.items()]
+        lines.append("  hooks: " + (", ".join(hooks) if hooks else "none"))
+        lines.append(f"  subject loader: {len(self.watch.loaded)} call(s); authorizer: "
+                     f"{self.watch.authorized} call(s)")
+        lines.append("  view stacks (the decorators in front of the view) of: " + (
+            ", ".join(sorted(self.stacks_ran)) if self.stacks_ran else "none"))
+        lines.append("  views: " + (", ".join(self.views_ran) if self.views_ran
+                                    else "none (no view was run)"))
+        for database in self.databases:
+            if database.rolled_back:
+                lines.append(f"  {database.name}: every write was rolled back")
+        lines.extend(f"  {note}" for note in notes)
+        lines.extend(f"  {database.describe()}" for database in self.databases
+                     if not database.rolled_back and database.describe() not in " ".join(notes))
+        return lines
 
     def limiters(self) -> None:
         for limiter in self.app.extensions.get("limiter") or ():
@@ -443,27 +581,40 @@ class _Exercise:
                          "Limiter(key_func=bailing_flask.rate_limit_key): one bucket per acting subject "
                          "for tool calls, the remote address for everything else")
 
-    def run(self) -> ExerciseReport:
-        with self.watch.installed():
+    def run(self, on_plan: Callable[[str], None] | None = None) -> ExerciseReport:
+        self.report.plan = self.plan()
+        if on_plan is not None:
+            on_plan("\n".join(self.report.plan))
+        with self.watch.installed(), rolled_back(self.app, self.databases) as notes:
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
                 operation = document["paths"][tool.path][tool.method.lower()]
                 self.tool(tool, operation)
+        self.loader_checks()
         for excluded in self.state.catalog().excluded:
             self.add(excluded, "probe", "warn", "not served (it has errors, see above): not exercised")
         self.limiters()
+        self.report.ran = self.ran_summary(notes)
         return self.report
 
 
-def run_exercise(app: Flask, *, subject: str | None = None, secret: str | None = None) -> ExerciseReport:
+def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secret: str | None = None,
+                 probe_only: bool = False, on_plan: Callable[[str], None] | None = None) -> ExerciseReport:
     """Send the hub's requests to every declared tool of ``app``, in process; report who answered.
 
     :param subject: a real subject: exercise the view's decorators as this
-        user, and call every read-only tool as this user (the view runs).
+        user, and call every read-only tool as this user (the view runs). Two
+        subjects (best of two tenants): each read-only tool is called as both,
+        and an answer the second got without its view running is reported.
     :param secret: the provider secret (default: the app's first one).
+    :param probe_only: send only the probe requests (the gate refuses them):
+        no decorator of a view and no view runs.
+    :param on_plan: called, before anything is sent, with what of the app's
+        code will run and on which databases (``report.plan``, as text).
     """
     secret = secret or primary_secret(provider_secrets(app.config))
     if secret is None:
         raise ConfigurationError("the exercise signs like the hub: set BAILING_SECRETS")
-    return _Exercise(app, secret, subject).run()
+    subjects = [subject] if isinstance(subject, str) else list(subject or ())
+    return _Exercise(app, secret, subjects, probe_only).run(on_plan)

@@ -1,0 +1,215 @@
+"""The exercise runs the app's code: which database it writes to, and taking the writes back.
+
+``before_request`` functions, the subject loader and the authorizer run
+for every request of the exercise, the view's decorators for the admitted
+ones, the views of read-only tools with ``--subject``. Whatever they write
+goes to the app's database. Where the package can reach that database it
+takes the writes back:
+
+* a SQLAlchemy engine (Flask-SQLAlchemy's, or the one of
+  :class:`~bailing_flask.transactional.SQLAlchemyTransaction`): for the
+  duration of the exercise every ``COMMIT`` through the engine is a
+  ``ROLLBACK``, so a commit discards instead of keeping, and what was not
+  committed is rolled back when the connection goes back to the pool;
+* :class:`~bailing_flask.transactional.DBAPITransaction`: the connection
+  ``get_db()`` keeps in ``flask.g`` is handed to the app, for each request,
+  through a proxy whose ``commit()`` rolls back, and the request's work is
+  rolled back when the request ends.
+
+Anything else (another database, a file, an e-mail, an HTTP call, a
+transaction block the app opens itself on a DB-API connection such as
+psycopg's ``conn.transaction()``) is not reached, and the exercise says
+what it reaches before it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, g
+
+from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, resolve_adapter
+
+__all__ = ["Database", "databases", "rolled_back"]
+
+
+@dataclass
+class Database:
+    """One database the app's code may write to during the exercise."""
+
+    #: the URL (password hidden) or file, and who uses it
+    name: str
+    #: whether the exercise takes back what is written to it
+    rolled_back: bool
+    #: why it cannot, when it cannot
+    why_not: str | None = None
+    engine: Any = None
+    adapter: DBAPITransaction | None = None
+
+    def describe(self) -> str:
+        if self.rolled_back:
+            return f"{self.name}: every write is rolled back"
+        return f"{self.name}: writes are NOT rolled back ({self.why_not})"
+
+
+def _engines(app: Flask, adapter: Any) -> dict[int, tuple[Any, str]]:
+    found: dict[int, tuple[Any, str]] = {}
+    db = app.extensions.get("sqlalchemy")
+    engines = getattr(db, "engines", None) if db is not None else None
+    for key, engine in (engines or {}).items():
+        found[id(engine)] = (engine, "Flask-SQLAlchemy" + (f" bind {key!r}" if key else ""))
+    if isinstance(adapter, SQLAlchemyTransaction):
+        try:
+            bind = adapter.session().get_bind(clause=adapter.table)
+        except Exception:  # described below as unreachable
+            bind = None
+        engine = getattr(bind, "engine", bind)
+        if engine is not None and id(engine) not in found:
+            found[id(engine)] = (engine, "SQLAlchemyTransaction")
+    return found
+
+
+def _dbapi_name(adapter: DBAPITransaction) -> str:
+    conn, dialect = adapter.connection()
+    if dialect == "sqlite":
+        rows = conn.execute("PRAGMA database_list").fetchall()
+        files = [str(row[2]) for row in rows if row[1] == "main"]
+        return f"sqlite:///{files[0]}" if files and files[0] else "sqlite (in memory)"
+    dsn = getattr(getattr(conn, "info", None), "dsn", "")  # psycopg leaves the password out
+    return f"postgresql ({dsn})" if dsn else "postgresql"
+
+
+def databases(app: Flask) -> list[Database]:
+    """The databases the package knows the app to use, each with whether it can be rolled back."""
+    from bailing_flask._state import state_of
+
+    found: list[Database] = []
+    with app.app_context():
+        try:
+            adapter = resolve_adapter(state_of(app).config("BAILING_TRANSACTION"), app)
+        except Exception as exc:  # the settings check reports it
+            adapter = None
+            found.append(Database("BAILING_TRANSACTION", False, f"it is invalid: {exc}"))
+        for engine, who in _engines(app, adapter).values():
+            url = engine.url.render_as_string(hide_password=True)
+            found.append(Database(f"{url} ({who})", True, engine=engine))
+        if isinstance(adapter, DBAPITransaction):
+            try:
+                name = f"{_dbapi_name(adapter)} (DBAPITransaction)"
+            except Exception as exc:
+                found.append(Database("DBAPITransaction", False,
+                                      f"its connection could not be opened outside a request: "
+                                      f"{type(exc).__name__}"))
+            else:
+                found.append(Database(name, True, adapter=adapter))
+    return found
+
+
+@contextlib.contextmanager
+def _engine_commits_roll_back(engine: Any) -> Iterator[None]:
+    dialect = engine.dialect
+    had_own = "do_commit" in vars(dialect)
+    saved = vars(dialect).get("do_commit")
+    dialect.do_commit = dialect.do_rollback
+    try:
+        yield
+    finally:
+        if had_own:
+            dialect.do_commit = saved
+        else:
+            del dialect.do_commit
+
+
+class _Uncommitted:
+    """The request's DB-API connection, as the app gets it during the exercise: nothing commits."""
+
+    def __init__(self, connection: Any) -> None:
+        object.__setattr__(self, "_connection", connection)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._connection, name, value)
+
+    def commit(self) -> None:
+        self._connection.rollback()
+
+    def close(self) -> None:  # closed by the app's teardown, after the exercise rolled it back
+        pass
+
+    def __enter__(self) -> _Uncommitted:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._connection.rollback()
+
+
+_G_KEY = "_bailing_exercise_connection"
+
+
+class _DBAPIRollback:
+    """Per request: the connection ``get_db()`` keeps in ``g`` commits nothing, and is rolled back."""
+
+    def __init__(self, adapter: DBAPITransaction) -> None:
+        self.adapter = adapter
+        self.unreachable: str | None = None
+
+    def begin(self) -> None:
+        try:
+            conn, _ = self.adapter.connection()
+        except Exception as exc:  # the app's own code answers for it when it asks
+            self.unreachable = f"get_db() raised {type(exc).__name__} in a request"
+            return
+        for key, value in list(vars(g._get_current_object()).items()):
+            if value is conn:
+                setattr(g, key, _Uncommitted(conn))
+                setattr(g, _G_KEY, (key, conn))
+                return
+        self.unreachable = ("the connection get_db() returns is not kept in flask.g, so the app "
+                            "commits on it directly")
+
+    def end(self, exc: BaseException | None = None) -> None:
+        kept = g.pop(_G_KEY, None)
+        if kept is None:
+            return
+        key, conn = kept
+        conn.rollback()
+        setattr(g, key, conn)  # the app's teardown closes the connection itself
+
+
+@contextlib.contextmanager
+def rolled_back(app: Flask, found: list[Database]) -> Iterator[list[str]]:
+    """Take back what the app writes to ``found`` while the block runs; yields notes for the report."""
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        for database in found:
+            if database.engine is not None:
+                stack.enter_context(_engine_commits_roll_back(database.engine))
+            elif database.adapter is not None:
+                watcher = _DBAPIRollback(database.adapter)
+                before = app.before_request_funcs.setdefault(None, [])
+                teardown = app.teardown_request_funcs.setdefault(None, [])
+                before.insert(0, watcher.begin)   # before the app's own functions
+                teardown.insert(0, watcher.end)   # teardown functions run in reverse: this one last
+                stack.callback(_remove, before, watcher.begin)
+                stack.callback(_remove, teardown, watcher.end)
+                stack.callback(_note_unreachable, notes, database, watcher)
+        yield notes
+
+
+def _remove(funcs: list[Any], func: Any) -> None:
+    for index, listed in enumerate(funcs):
+        if listed == func:
+            del funcs[index]
+            return
+
+
+def _note_unreachable(notes: list[str], database: Database, watcher: _DBAPIRollback) -> None:
+    if watcher.unreachable:
+        database.rolled_back = False
+        database.why_not = watcher.unreachable
+        notes.append(database.describe())

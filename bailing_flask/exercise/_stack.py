@@ -1,0 +1,182 @@
+"""What of the app's own code stands in a tool's view stack, found by walking it.
+
+Flask dispatches a tool endpoint to the gate, which wraps what the app
+registered: the decorators between the route and ``@tool``,
+``MethodView.decorators``, the ``as_view`` function and the method. Every
+wrapper made with ``functools.wraps`` copies the name of what it wraps, so
+a decorator is named from its *code* (``charge_credit.<locals>.wrapper``
+is ``charge_credit``), never from ``__qualname__``. Flask-Caching's layers
+are recognised by what they carry (``uncached`` is the function right
+below), and their key is read from the decorator's closure.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+
+from bailing_flask.integrations import cache_key
+
+__all__ = ["CacheLayer", "cache_layers", "code_name", "decorators_of", "view_name"]
+
+_FIX = ("key it on the acting subject: @cache.cached(key_prefix=bailing_flask.cache_key) or "
+        "@cache.memoize(make_name=bailing_flask.cache_key); browsers keep their entries")
+
+
+def code_name(func: Any) -> str:
+    """``module.qualname`` of the code ``func`` runs (a wrapper's own name, not the one it copied)."""
+    func = getattr(func, "__func__", func)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+    module = getattr(func, "__globals__", {}).get("__name__", "?")
+    return f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
+
+
+def view_name(func: Any) -> str:
+    """The name a wrapper copied from the view (``module.qualname``)."""
+    func = getattr(func, "func", func) if isinstance(func, functools.partial) else func
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def _decorator(func: Any) -> str:
+    """``charge_credit.<locals>.wrapper`` -> ``charge_credit``: the decorator that made ``func``."""
+    return code_name(func).rsplit(".<locals>.", 1)[0]
+
+
+def _module(func: Any) -> str:
+    return str(getattr(getattr(func, "__func__", func), "__globals__", {}).get("__name__", ""))
+
+
+def _chain(func: Any) -> Iterator[Any]:
+    seen: set[int] = set()
+    while func is not None and id(func) not in seen:
+        seen.add(id(func))
+        yield func
+        func = getattr(func, "__wrapped__", None)
+
+
+def _stack(app: Flask, endpoint: str, method: str) -> Iterator[Any]:
+    """The wrappers Flask's dispatch goes through before the ``@tool`` wrapper, outermost first."""
+    view = app.view_functions.get(endpoint)
+    for func in _chain(view):
+        module = _module(func)
+        if module.startswith("bailing_flask."):
+            if module == "bailing_flask.declare":
+                return  # the @tool wrapper: what follows is the declared view
+            continue  # the gate
+        view_class = getattr(func, "view_class", None)
+        if module == "flask.views" and view_class is not None:  # as_view: on into the method
+            target = getattr(view_class, method.lower(), None)
+            if target is None and method == "HEAD":
+                target = getattr(view_class, "get", None)
+            yield from (f for f in _chain(target) if not _module(f).startswith("bailing_flask."))
+            return
+        if getattr(func, "__wrapped__", None) is None:
+            return  # the view itself (a tool declared above its route)
+        yield func
+
+
+def decorators_of(app: Flask, endpoint: str, method: str) -> list[str]:
+    """The app's decorators that run before a tool's view, outermost first, by name."""
+    names = []
+    for func in _stack(app, endpoint, method):
+        layer = _cache_layer(func)
+        names.append(f"{layer.decorator} ({layer.key})" if layer is not None else _decorator(func))
+    return names
+
+
+@dataclass(frozen=True)
+class CacheLayer:
+    """One Flask-Caching decorator in a tool's view stack."""
+
+    #: ``"cached"`` or ``"memoize"``
+    kind: str
+    #: the function it caches
+    view: str
+    #: keyed with :func:`bailing_flask.cache_key` (``True``), on the path or the
+    #: arguments alone (``False``), or with a function of the app's (``None``)
+    per_subject: bool | None
+    #: what the key is made of, in words
+    key: str
+
+    @property
+    def decorator(self) -> str:
+        return f"Flask-Caching's @cache.{self.kind}"
+
+    def describe(self) -> str:
+        return f"{self.decorator} on {self.view} ({self.key})"
+
+    @property
+    def fix(self) -> str:
+        return _FIX
+
+
+def _closure(func: Any) -> dict[str, Any]:
+    code = getattr(func, "__code__", None)
+    cells = getattr(func, "__closure__", None) or ()
+    values: dict[str, Any] = {}
+    for name, cell in zip(getattr(code, "co_freevars", ()), cells):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+    return values
+
+
+def _find(func: Any, name: str, depth: int = 3) -> tuple[bool, Any]:
+    """``name`` in the closure of ``func`` or of the functions it closes over."""
+    values = _closure(func)
+    if name in values:
+        return True, values[name]
+    if depth:
+        for value in values.values():
+            if callable(value) and getattr(value, "__closure__", None):
+                found, inner = _find(value, name, depth - 1)
+                if found:
+                    return True, inner
+    return False, None
+
+
+def _cache_layer(func: Any) -> CacheLayer | None:
+    if not _module(func).startswith("flask_caching"):
+        return None
+    if getattr(func, "uncached", None) is not getattr(func, "__wrapped__", object()):
+        return None
+    view = view_name(func)
+    values = _closure(func)
+    if "memoize" in code_name(func):
+        make_name = values.get("make_name")
+        if make_name is None:
+            return CacheLayer("memoize", view, False, "the function and its arguments")
+        if make_name is cache_key:
+            return CacheLayer("memoize", view, True, "bailing_flask.cache_key")
+        return CacheLayer("memoize", view, None, f"make_name={code_name(make_name)}")
+    custom = values.get("make_cache_key")
+    if callable(custom):
+        if custom is cache_key:
+            return CacheLayer("cached", view, True, "bailing_flask.cache_key")
+        return CacheLayer("cached", view, None, f"make_cache_key={code_name(custom)}")
+    found, prefix = _find(getattr(func, "make_cache_key", None), "key_prefix")
+    if found and prefix is cache_key:
+        return CacheLayer("cached", view, True, "bailing_flask.cache_key")
+    if found and callable(prefix):
+        return CacheLayer("cached", view, None, f"key_prefix={code_name(prefix)}")
+    shown = f"key {prefix!r}" if found else "its default key"
+    return CacheLayer("cached", view, False, f"{shown}: the path")
+
+
+def cache_layers(app: Flask, endpoint: str, method: str) -> list[CacheLayer]:
+    """The Flask-Caching decorators in front of a tool's view."""
+    found = [_cache_layer(func) for func in _stack(app, endpoint, method)]
+    return [layer for layer in found if layer is not None]
+
+
+def watched_names(funcs: dict[str | None, list[Callable[..., Any]]]) -> list[str]:
+    """``name (blueprint 'x')`` of every function in a Flask hook table."""
+    return [view_name(getattr(func, "__wrapped__", func)) + (f" (blueprint {key!r})" if key else "")
+            for key, listed in funcs.items() for func in listed]
