@@ -42,12 +42,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds a client may take to send a signed request body, or a hub callback's, once "
             "the middleware has begun to read it (a slow client sending a byte at a time holds a "
             "worker thread otherwise). Past it the connection's read side is shut and the "
-            "request refused with 408 `body_timeout`. After a refusal made before the body was "
-            "read (413 `body_too_large`, a bad header), Werkzeug's server stops reading the "
-            "rest one second later (or after this many seconds, if fewer). Enforced on "
-            "gunicorn and Werkzeug's server, which hand the connection to the app; waitress "
-            "reads the whole body before the app runs, and uWSGI has `--socket-timeout`. Keep "
-            "it below gunicorn's `--timeout`. `None` or `0`: off."),
+            "request refused with 408 `body_timeout`. Enforced on gunicorn and Werkzeug's "
+            "server, which hand the connection to the app; waitress reads the whole body before "
+            "the app runs, and uWSGI has `--socket-timeout`. After a refusal made before the body "
+            "was read (413 `body_too_large`, a bad header), the rest of a body declared at most "
+            "four times the limit is read and dropped once the answer is sent, for at most this "
+            "many seconds, so that the hub sees the answer rather than a reset (gunicorn, "
+            "uWSGI, wsgiref); Werkzeug's server drains by itself and stops one second later (or "
+            "after this many seconds, if fewer). Keep it below gunicorn's `--timeout`. `None` or "
+            "`0`: off."),
     Setting("BAILING_SPOOL_THRESHOLD", 1 * MiB,
             "Signed bodies above this size are buffered in a temporary file, not in memory."),
     Setting("BAILING_BASE_URL", None,

@@ -4,5 +4,5 @@ Run them all with ``python -m benchmarks`` from the repository root; see
 ``benchmarks/README.md``.
 """
 
-GROUPS = ("verify", "middleware", "toolcall", "idempotency", "transaction", "bigbody", "catalog", "imports",
-          "e2e")
+GROUPS = ("verify", "middleware", "toolcall", "ordinary", "idempotency", "transaction", "bigbody", "catalog",
+          "imports", "e2e")

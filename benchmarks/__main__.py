@@ -1,4 +1,4 @@
-"""Run the bailing_flask benchmarks; print every ratio against its target, then issue 14's target table.
+"""Run the bailing_flask benchmarks; print every ratio against its target, then issue 22's target table.
 
 See benchmarks/README.md for what each figure measures and why its baseline is fair.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from . import GROUPS
 from ._harness import Result
-from ._targets import issue_rows
+from ._targets import ISSUE_22_GROUPS, issue_rows
 
 _MODULES = {group: f"bench_{group}" for group in GROUPS}
 
@@ -37,7 +37,26 @@ def _environment() -> dict[str, Any]:
             info[dist] = version(dist)
         except Exception:  # noqa: BLE001 - optional packages
             info[dist] = None
+    info.update(_commit())
     return info
+
+
+def _commit() -> dict[str, Any]:
+    """The commit the measured package is at, its tree, and whether the package differs from it."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+        tree = subprocess.run(["git", "rev-parse", "HEAD:bailing_flask"], cwd=root, capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "bailing_flask"], cwd=root,
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None}
+    # the package's tree id: equal on two commits when the package is the same (benchmarks aside)
+    return {"commit": head, "package_tree": tree, "package_modified_since_commit": bool(dirty)}
 
 
 def _loadavg() -> list[float] | None:
@@ -69,8 +88,9 @@ def _columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
 
 
 def _table(results: list[Result]) -> str:
-    header = ("group", "benchmark", "measured", "IQR", "target", "result")
-    rows = [(r.group, r.name, r.figure(), r.spread_text(), r.target, r.verdict) for r in results]
+    header = ("group", "benchmark", "measured", "IQR", "noise", "95% CI", "rounds", "target", "result")
+    rows = [(r.group, r.name, r.figure(), r.spread_text(), r.noise(), r.ci_text(), str(r.rounds), r.target,
+             r.verdict + ("?" if r.undecided() else "")) for r in results]
     out = _columns(header, rows)
     notes = [note for r in results for note in r.notes]
     skipped = [f"{r.group}/{r.name}: skipped - {r.skipped}" for r in results if r.skipped]
@@ -81,10 +101,15 @@ def _table(results: list[Result]) -> str:
 
 
 def _issue_table(rows: list[dict[str, Any]]) -> str:
-    header = ("measure (issue 14)", "today", "target", "measured", "IQR", "result")
-    body = [(r["measure"], r["today"], r["target"], r["measured"], r["spread"], r["verdict"])
-            for r in rows]
+    header = ("measure (issue 22)", "now", "target", "measured", "IQR", "noise", "95% CI", "result")
+    body = [(r["measure"], r["now"], r["target"], r["measured"], r["spread"], r["noise"], r["ci"],
+             r["verdict"]) for r in rows]
     return "\n".join(_columns(header, body))
+
+
+def _load_line(loads: dict[str, tuple[Any, Any]]) -> str:
+    return "load average (1, 5, 15 min) per group, start -> end: " + "; ".join(
+        f"{group} {a} -> {b}" for group, (a, b) in loads.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,19 +137,23 @@ def main(argv: list[str] | None = None) -> int:
     _warn_if_busy()
     results: list[Result] = []
     timings: dict[str, float] = {}
+    loads: dict[str, tuple[Any, Any]] = {}
     failed: dict[str, str] = {}
     started = time.perf_counter()
     for group in groups:
         module = importlib.import_module(f".{_MODULES[group]}", __package__)
         t0 = time.perf_counter()
-        print(f"[{group}] running...", file=sys.stderr, flush=True)
+        load_before = _loadavg()
+        print(f"[{group}] running... (load average {load_before})", file=sys.stderr, flush=True)
         try:
             results.extend(module.run(quick=args.quick))
         except Exception:  # noqa: BLE001 - one broken group must not hide the others
             failed[group] = traceback.format_exc()
             print(f"[{group}] FAILED:\n{failed[group]}", file=sys.stderr, flush=True)
         timings[group] = round(time.perf_counter() - t0, 2)
-        print(f"[{group}] done in {timings[group]:.1f}s", file=sys.stderr, flush=True)
+        loads[group] = (load_before, _loadavg())
+        print(f"[{group}] done in {timings[group]:.1f}s (load average {loads[group][1]})",
+              file=sys.stderr, flush=True)
     total = time.perf_counter() - started
     load_end = _loadavg()
 
@@ -134,21 +163,27 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(_issue_table(rows))
     targeted = [r for r in results if not r.informational]
-    issue_measured = [r for r in rows if r["verdict"] in ("met", "MISSED")]
-    print(f"\nissue 14: {sum(r['verdict'] == 'met' for r in issue_measured)}/{len(issue_measured)} "
-          f"targets met; all groups: {sum(r.passed for r in targeted)}/{len(targeted)} targets met; "
-          f"{total:.1f}s; load average at end {load_end}")
+    missing = [g for g in ISSUE_22_GROUPS if g not in groups]
+    undecided = sum(r["verdict"].endswith("95% CI)") for r in rows)
+    print(f"\nissue 22: {sum(r['met'] for r in rows)}/{len(rows)} targets met"
+          + (f", {undecided} undecided (target inside the 95% CI: run again)" if undecided else "")
+          + (f" (groups not run: {', '.join(missing)})" if missing else "")
+          + f"; all groups: {sum(r.passed for r in targeted)}/{len(targeted)} targets met; "
+          f"{total:.1f}s; load average at start {load_start}, at end {load_end} on {os.cpu_count()} CPUs")
+    print(_load_line(loads))
     if failed:
         print(f"groups that failed: {', '.join(failed)} (tracebacks on stderr)")
 
     if args.json:
         payload = {
             "created_unix": int(time.time()),
-            "environment": {**_environment(), "loadavg_at_start": load_start, "loadavg_at_end": load_end},
+            "environment": {**_environment(), "loadavg_at_start": load_start, "loadavg_at_end": load_end,
+                            "loadavg_per_group": {g: list(v) for g, v in loads.items()}},
+            "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
             "quick": args.quick,
             "seconds": {"total": round(total, 2), **timings},
             "results": [r.as_dict() for r in results],
-            "issue_14": rows,
+            "issue_22": rows,
             "failed_groups": failed,
         }
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -7,14 +7,17 @@
     ``deduplicate=False`` (the headline tool call);
   - ``GET /api/orders`` with a pydantic query model;
   - ``POST /api/orders/idem`` - the same POST tool with de-duplication on
-    (the default for a side-effecting tool), over ``BAILING_STORE``.
+    (the default for a side-effecting tool), over ``BAILING_STORE``;
+  - ``GET /account/orders`` - an ordinary route of the app, not a tool (the
+    ``ordinary`` group).
 
 * :func:`rows_app` - one read tool answering 20 ORM-like rows, with and
   without ``response=`` (what the return-shape projection costs).
 
 * :func:`bare_app` - the same views without the package: the POST view
   parses its JSON body with ``request.get_json()``, the GET view reads
-  ``request.args``; they answer the same bytes.
+  ``request.args``; they answer the same bytes. It has the same ordinary
+  route, so it is also the plain Flask app of the ``ordinary`` group.
 
 * :func:`handwritten_app` - the same views behind the integration a
   competent team would write by hand instead of using the package
@@ -35,7 +38,7 @@ import hashlib
 import hmac
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from flask import Flask, Response, g, request
@@ -100,12 +103,30 @@ def _listed(status: str | None, limit: int) -> dict[str, Any]:
     return {"ok": True, "status": status, "limit": limit, "orders": []}
 
 
+#: An ordinary route of the app (its own web front end's JSON), not a tool: unsigned requests.
+ORDINARY_PATH = "/account/orders"
+ORDINARY_QUERY = "page=2"
+
+
+def _ordinary_route(app: Flask) -> None:
+    """The same ordinary view in every app that has it: it reads the query, answers JSON."""
+
+    @app.get(ORDINARY_PATH)
+    def account_orders() -> Any:
+        return {"ok": True, "page": int(request.args.get("page", "1")), "orders": []}
+
+
 # -- what users run ------------------------------------------------------------------------
 
 
 def tool_app(store: str | None = None, secret: str | None = None,
-             defer: bool | None = None) -> Flask:
-    """``defer``: ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (default: ``BENCH_DEFER_COMPLETION=1``)."""
+             defer: bool | None = None, config: Mapping[str, Any] | None = None) -> Flask:
+    """``defer``: ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (default: ``BENCH_DEFER_COMPLETION=1``).
+
+    ``config``: more ``app.config`` entries, set before ``Bailing(app)`` (the
+    direct audit sink). The app also has the ordinary route
+    :data:`ORDINARY_PATH`, which is not a tool.
+    """
     from bailing_flask import Bailing, current_call, tool
 
     app = Flask("bench_tool")
@@ -115,6 +136,8 @@ def tool_app(store: str | None = None, secret: str | None = None,
         BAILING_IDEMPOTENCY_DEFER_COMPLETION=(
             defer if defer is not None else os.environ.get("BENCH_DEFER_COMPLETION") == "1"),
     )
+    app.config.update(config or {})
+    _ordinary_route(app)
     bailing = Bailing(app)
     bailing.subject_loader(load_subject)
     bailing.authorizer(authorize)
@@ -228,7 +251,9 @@ def rows_app(shaped: bool, secret: str | None = None, by_hand: bool = False) -> 
 
 
 def bare_app() -> Flask:
+    """Also the plain Flask app of the ordinary-route comparison (:data:`ORDINARY_PATH`)."""
     app = Flask("bench_bare")
+    _ordinary_route(app)
 
     @app.post(POST_PATH)
     def order_create() -> Any:

@@ -44,6 +44,7 @@ Optional hooks on a case callable (plain functions have none):
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -76,6 +77,8 @@ class Result:
     skipped: str = ""
     #: Lines printed under the table (absolute figures that help read the ratio).
     notes: list[str] = field(default_factory=list)
+    #: Distribution-free 95 % confidence interval of the median over rounds (``None``: not computed).
+    ci: tuple[float, float] | None = None
 
     @property
     def informational(self) -> bool:
@@ -115,18 +118,45 @@ class Result:
         if self.skipped:
             return "-"
         if self.unit:
-            return f"{self.ratio:.2f} {self.unit}"
+            return f"{_number(self.ratio)} {self.unit}"
         return f"{self.ratio:.3f}"
 
     def spread_text(self) -> str:
         if self.skipped:
             return "-"
-        digits = 2 if self.unit else 3
-        return f"{self.spread[0]:.{digits}f}-{self.spread[1]:.{digits}f}"
+        if self.unit:
+            return f"{_number(self.spread[0])}-{_number(self.spread[1])}"
+        return f"{self.spread[0]:.3f}-{self.spread[1]:.3f}"
+
+    def noise(self) -> str:
+        """How wide the spread is: the IQR as +-% of the median (ratios only)."""
+        if self.skipped or self.unit or not self.ratio:
+            return "-"
+        return f"±{50 * (self.spread[1] - self.spread[0]) / abs(self.ratio):.1f}%"
+
+    def target_in_spread(self) -> bool:
+        """The target lies inside the IQR: met or missed is within the noise of this run."""
+        return bool(self.op) and not self.skipped and self.spread[0] <= self.threshold <= self.spread[1]
+
+    def undecided(self) -> bool:
+        """The target lies inside the median's 95 % confidence interval (else the IQR): this run cannot tell."""
+        if not self.op or self.skipped:
+            return False
+        if self.ci is None:
+            return self.target_in_spread()
+        return self.ci[0] <= self.threshold <= self.ci[1]
+
+    def ci_text(self) -> str:
+        if self.skipped or self.ci is None:
+            return "-"
+        if self.unit:
+            return f"{_number(self.ci[0])}-{_number(self.ci[1])}"
+        return f"{self.ci[0]:.3f}-{self.ci[1]:.3f}"
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["spread"] = list(self.spread)
+        data["ci"] = list(self.ci) if self.ci is not None else None
         data["target"] = self.target
         data["passed"] = self.passed
         data["informational"] = self.informational
@@ -134,6 +164,11 @@ class Result:
         if self.skipped:
             data["ratio"] = None  # NaN is not JSON
         return data
+
+
+def _number(value: float) -> str:
+    """A count as an integer, anything else with two decimals."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
 
 
 def skipped_result(group: str, name: str, metric: str, op: str, threshold: float, why: str,
@@ -149,6 +184,23 @@ def quartiles(values: list[float]) -> tuple[float, float]:
         return (values[0], values[0])
     q = statistics.quantiles(values, n=4, method="inclusive")
     return (q[0], q[2])
+
+
+def median_ci(values: list[float]) -> tuple[float, float]:
+    """Distribution-free 95 % confidence interval of the median (order statistics).
+
+    The ranks ``(n - 1.96 sqrt(n)) / 2`` and ``1 + (n + 1.96 sqrt(n)) / 2`` of
+    the sorted values, clamped to the smallest and the largest: with 7 values
+    that is their whole range, with 101 the 40th to the 62nd. It assumes the
+    rounds are independent; a machine whose load drifts through a run makes
+    them less so, so read it as the least uncertainty there is.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 1.96 * math.sqrt(n)
+    lo = max(int(math.floor((n - half) / 2)), 1)
+    hi = min(int(math.ceil(1 + (n + half) / 2)), n)
+    return ordered[lo - 1], ordered[hi - 1]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -352,6 +404,7 @@ def ratio_result(
         threshold=threshold,
         rounds=len(ratios),
         details=details,
+        ci=median_ci(ratios),
     )
 
 

@@ -28,9 +28,12 @@ every block is kept.
   own with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (one round trip per
   call). The three sides are one interleaved series.
 
-p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``;
-less noisy than req/s, in the details as ``server_cpu_ratio``) are printed
-under the table.
+p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``)
+are printed under the table; ``sync_tool_vs_bare_server_cpu`` and
+``gthread_tool_vs_bare_server_cpu`` (no target) compare the tool and the bare
+view by that CPU per request, per round: on a machine other processes keep
+busy, req/s also measures how the kernel shares the cores, the CPU per
+request does not.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from typing import Any
 from bailing_flask.testing import HubSimulator
 
 from . import _apps
-from ._harness import Result, skipped_result
+from ._harness import Result, median_ci, quartiles, skipped_result
 from ._server import Gunicorn, LoadGen, Side, gunicorn_available, interleaved, rate_ratios, side_summary
 
 GROUP = "e2e"
@@ -89,7 +92,26 @@ def _result(name: str, candidate: Side, baseline: Side, op: str, threshold: floa
         + f"; load generator CPU share {max(cand['client_cpu_share_median'], base['client_cpu_share_median']):.2f}"
     ]
     return Result(group=GROUP, name=name, metric=metric, ratio=ratio, spread=spread, op=op,
-                  threshold=threshold, rounds=len(ratios), details=details, notes=notes)
+                  threshold=threshold, rounds=len(ratios), details=details, notes=notes,
+                  ci=median_ci(ratios))
+
+
+def _cpu_result(name: str, candidate: Side, baseline: Side, metric: str) -> Result | None:
+    """Workers' CPU per request, baseline ÷ candidate, per round (no target).
+
+    On a machine other processes keep busy, req/s depends on how the kernel
+    shares the cores between the servers and everything else as much as on
+    the servers' own work; the CPU each worker spent per request does not.
+    """
+    if not (candidate.server_cpu_us and len(candidate.server_cpu_us) == len(baseline.server_cpu_us)):
+        return None
+    ratios = [b / c for b, c in zip(baseline.server_cpu_us, candidate.server_cpu_us) if c]
+    if not ratios:
+        return None
+    return Result(group=GROUP, name=name, metric=metric, ratio=statistics.median(ratios),
+                  spread=quartiles(ratios), op="", threshold=0.0, rounds=len(ratios),
+                  details={"ratios": ratios, "clock": "workers' user+system CPU from /proc (10 ms ticks)"},
+                  ci=median_ci(ratios))
 
 
 def run(quick: bool = False) -> list[Result]:
@@ -145,6 +167,12 @@ def run(quick: bool = False) -> list[Result]:
                 f"{worker_class} (1 worker{', 4 threads' if threads > 1 else ''}), loopback",
                 facts,
             ))
+            cpu = _cpu_result(
+                f"{worker_class}_tool_vs_bare_server_cpu", sides[1], sides[0],
+                f"the same comparison by the workers' CPU per request: bare ÷ tool, gunicorn {worker_class} "
+                "(no target; steadier than req/s on a busy machine)")
+            if cpu is not None:
+                results.append(cpu)
             if worker_class == "gthread":
                 if redis is None or deferred is None:
                     why = "redis-server not found on PATH (apt-get install redis-server)"

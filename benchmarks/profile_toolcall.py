@@ -1,22 +1,34 @@
-"""Where a signed tool call's time goes: cProfile over many in-process calls.
+"""Where a signed tool call's time goes: exact counts, then cProfile over many in-process calls.
 
-    python -m benchmarks.profile_toolcall                 # the POST tool, 20000 calls
+    python -m benchmarks.profile_toolcall                          # the signed POST tool, audit off
+    python -m benchmarks.profile_toolcall --variant default        # de-duplicated POST tool, memory store
+    python -m benchmarks.profile_toolcall --variant audit-logging  # audit on through logging + FileHandler
+    python -m benchmarks.profile_toolcall --variant ordinary       # an ordinary route of a Bailing app
     python -m benchmarks.profile_toolcall --method GET
-    python -m benchmarks.profile_toolcall --store memory  # the de-duplicated POST tool
+    python -m benchmarks.profile_toolcall --counts                 # only the exact counts (fast)
     python -m benchmarks.profile_toolcall --top 40 --dump toolcall.prof
 
-Drives the same app and the same hub-signed request as the ``toolcall``
-group (``benchmarks/_apps.py``) through the WSGI callable, under cProfile,
-and prints
+Drives the same apps and the same hub-signed requests as the ``toolcall``
+group (``benchmarks/_apps.py``) through the WSGI callable and prints:
 
-* the functions *inside bailing_flask* by their own time (tottime) and by
-  cumulative time, with each one's share of the whole call;
-* the overall top functions (Flask, Werkzeug and pydantic included), for
-  context.
+1. **CPU µs per call without any profiler**, of the variant and of the bare
+   view (a short interleaved run, thread CPU), so the profile below can be
+   read against the real figure;
+2. **exact counts of one warmed-up call** (``benchmarks/_calls.py``),
+   next to the bare view's (or plain Flask's, for ``ordinary``): Python calls
+   by package, ``LocalProxy`` lookups by the function that looked up,
+   ``Flask.ensure_sync`` calls by caller, and the package's own functions by
+   calls per request;
+3. **cProfile** of ``--calls`` calls: the functions inside bailing_flask by
+   own time and by cumulative time, as µs per call (``own``: in the function
+   itself; ``cum``: with what it calls), calls per request and share of the
+   whole; then every function by own time (Flask, Werkzeug, pydantic,
+   blinker, the standard library), for context.
 
-cProfile adds a constant cost per function call, so shares are indicative
-(code that calls many small functions looks heavier than it is); the
-``toolcall`` group's ratios are the measurement.
+cProfile adds a constant cost to every function call, so its µs are inflated
+(the header says by how much in all) and code made of many small calls looks
+heavier than it is; the counts are exact, and the ``toolcall`` group's
+ratios are the measurement.
 """
 
 from __future__ import annotations
@@ -26,24 +38,27 @@ import cProfile
 import io
 import os
 import pstats
+import statistics
 import sys
+import time
+from collections import Counter
 from typing import Any
 
 from bailing_flask.testing import HubSimulator
 
 from . import _apps
-from ._wsgi import FreshCalls, HubSigner, SameRequest, environ_for
+from ._audit import AuditFile, LoggingAudit, audited
+from ._calls import CallCount, count_case
+from ._harness import compare
+from ._wsgi import FreshCalls, HubSigner, SameRequest, base_environ, environ_for
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(sys.modules["bailing_flask"].__file__ or ""))
+VARIANTS = ("tool", "default", "audit-logging", "audit-nohandler", "handwritten", "middleware", "bare",
+            "ordinary", "ordinary-plain")
 
 
-def _case(method: str, store: str | None) -> Any:
-    app = _apps.tool_app(store=f"{store}://" if store == "memory" else "memory://")
-    hub = HubSimulator(app, _apps.SECRET, client="bench")
-    if store:
-        template = hub.build_call(_apps.IDEM_TOOL, _apps.POST_ARGS, subject=_apps.SUBJECT)
-        return FreshCalls(app, HubSigner(_apps.SECRET, template, _apps.IDEM_TOOL, _apps.POST_ARGS,
-                                         _apps.SUBJECT))
+def _signed(app: Any, method: str) -> SameRequest:
+    hub = HubSimulator(_apps.tool_app(store="memory://"), _apps.SECRET, client="bench")
     name, args = ((_apps.POST_TOOL, _apps.POST_ARGS) if method == "POST"
                   else (_apps.GET_TOOL, _apps.GET_ARGS))
     request = hub.build_call(name, args, subject=_apps.SUBJECT)
@@ -51,7 +66,64 @@ def _case(method: str, store: str | None) -> Any:
                        request.body)
 
 
-def _rows(stats: pstats.Stats, total: float, inside: bool, key: int, top: int) -> list[str]:
+def make_case(variant: str, method: str, audit: LoggingAudit, file: AuditFile) -> Any:
+    """One case of ``variant`` (see :data:`VARIANTS`), with the audit logger in the state it needs."""
+    if variant in ("ordinary", "ordinary-plain"):
+        env = base_environ("GET", _apps.ORDINARY_PATH, _apps.ORDINARY_QUERY)
+        app = _apps.tool_app(store="memory://") if variant == "ordinary" else _apps.bare_app()
+        return audited(SameRequest(app, lambda: dict(env), b""), audit, "off")
+    if variant == "default":
+        app = _apps.tool_app(store="memory://")
+        template = HubSimulator(app, _apps.SECRET, client="bench").build_call(
+            _apps.IDEM_TOOL, _apps.POST_ARGS, subject=_apps.SUBJECT)
+        signer = HubSigner(_apps.SECRET, template, _apps.IDEM_TOOL, _apps.POST_ARGS, _apps.SUBJECT)
+        return audited(FreshCalls(app, signer, copy=True), audit, "off")
+    apps = {"bare": _apps.bare_app, "handwritten": _apps.handwritten_app,
+            "middleware": _apps.middleware_app}
+    app = apps[variant]() if variant in apps else _apps.tool_app(store="memory://")
+    mode = {"audit-logging": "logging", "audit-nohandler": "nohandler"}.get(variant, "off")
+    return audited(_signed(app, method), audit, mode, file if mode == "logging" else None)
+
+
+def _baseline(variant: str) -> str:
+    return "ordinary-plain" if variant.startswith("ordinary") else "bare"
+
+
+def unprofiled_us(cases: dict[str, Any], rounds: int = 9) -> dict[str, float]:
+    """CPU µs per call of each case without a profiler (short interleaved run, thread CPU)."""
+    per_round = compare(cases, rounds=rounds, block_ms=8.0, warmup_s=0.2)
+    return {name: statistics.median(values) / 1000 for name, values in per_round.items()}
+
+
+def _top(counter: Counter[str], n: int, indent: str = "  ") -> list[str]:
+    return [f"{indent}{count:6d}  {name}" for name, count in counter.most_common(n)]
+
+
+def print_counts(variant: str, counts: CallCount, base: CallCount, top: int) -> None:
+    baseline = _baseline(variant)
+    print(f"exact counts of one warmed-up call ({variant} / {baseline}):")
+    print(f"  Python calls      {counts.python:5d} / {base.python:5d}  (generator resumptions "
+          f"{counts.resumed} / {base.resumed}; C calls {counts.c_calls} / {base.c_calls})")
+    print(f"  LocalProxy lookups{counts.proxy_lookups:5d} / {base.proxy_lookups:5d}")
+    print(f"  Flask.ensure_sync {counts.ensure_sync:5d} / {base.ensure_sync:5d}")
+    print("\n  Python calls by package (variant, baseline, difference):")
+    for package in sorted(set(counts.by_package) | set(base.by_package),
+                          key=lambda p: -counts.by_package.get(p, 0)):
+        a, b = counts.by_package.get(package, 0), base.by_package.get(package, 0)
+        print(f"    {a:5d} {b:5d} {a - b:+5d}  {package}")
+    print("\n  LocalProxy lookups by the function that looked up:")
+    print("\n".join(_top(counts.proxy_by_caller, top, "    ")))
+    print("\n  Flask.ensure_sync by caller:")
+    print("\n".join(_top(counts.ensure_sync_by_caller, top, "    ")))
+    own = Counter({k: v for k, v in counts.by_function.items() if k.startswith("bailing_flask")})
+    print(f"\n  bailing_flask's functions by calls per request ({sum(own.values())} in all):")
+    print("\n".join(_top(own, top, "    ")))
+    extra = counts.by_function - base.by_function
+    print(f"\n  calls the variant makes beyond the baseline, by function (top {top}):")
+    print("\n".join(_top(extra, top, "    ")))
+
+
+def _rows(stats: pstats.Stats, total: float, calls: int, inside: bool, key: int, top: int) -> list[str]:
     entries: list[tuple[float, float, int, str]] = []
     for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         in_package = os.path.abspath(filename).startswith(PACKAGE_DIR)
@@ -61,54 +133,86 @@ def _rows(stats: pstats.Stats, total: float, inside: bool, key: int, top: int) -
                  else os.path.basename(filename))
         entries.append((tt, ct, nc, f"{where}:{line}({func})"))
     entries.sort(key=lambda e: -(e[0] if key == 0 else e[1]))
-    out = [f"{'own %':>6} {'cum %':>6} {'calls/req':>9}  function"]
+    out = [f"  {'own µs':>7} {'cum µs':>7} {'calls':>6} {'own %':>6}  function (per request)"]
     for tt, ct, nc, name in entries[:top]:
-        out.append(f"{100 * tt / total:6.1f} {100 * ct / total:6.1f} {nc / _CALLS[0]:9.2f}  {name}")
+        out.append(f"  {1e6 * tt / calls:7.2f} {1e6 * ct / calls:7.2f} {nc / calls:6.2f} "
+                   f"{100 * tt / total:6.1f}  {name}")
     return out
 
 
-_CALLS = [1]
+def profile(case: Any, calls: int, dump: str | None, clock: str = "cpu") -> pstats.Stats:
+    """cProfile of ``calls`` calls; ``clock="cpu"`` times with this thread's CPU clock.
+
+    cProfile's default clock is the wall clock, which on a shared machine
+    charges every function for the time other processes had the core.
+    """
+    for _ in range(3):  # warm-up, unprofiled
+        case.prepare(200)
+        for _ in range(200):
+            case()
+    case.prepare(calls)
+    profiler = (cProfile.Profile(time.thread_time_ns, 1e-9) if clock == "cpu"
+                else cProfile.Profile())
+    profiler.enable()
+    for _ in range(calls):
+        case()
+    profiler.disable()
+    if dump:
+        profiler.dump_stats(dump)
+    return pstats.Stats(profiler, stream=io.StringIO())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_toolcall", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", choices=("POST", "GET"), default="POST")
+    parser.add_argument("--variant", choices=VARIANTS, default="tool")
+    parser.add_argument("--method", choices=("POST", "GET"), default="POST",
+                        help="the tool's method (tool, audit-*, handwritten, middleware, bare)")
     parser.add_argument("--store", choices=("memory",), default=None,
-                        help="profile the de-duplicated POST tool over this store instead")
+                        help="same as --variant default (the de-duplicated POST tool)")
+    parser.add_argument("--counts", action="store_true", help="only the exact counts (no timing, no cProfile)")
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--dump", metavar="FILE", help="also write the raw profile (pstats format)")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="cProfile's clock: this thread's CPU time (default) or the wall clock")
     args = parser.parse_args(argv)
-    case = _case(args.method, args.store)
-    for _ in range(3):  # warm-up, unprofiled
-        case.prepare(200)
-        for _ in range(200):
-            case()
-    case.prepare(args.calls)
-    _CALLS[0] = args.calls
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(args.calls):
-        case()
-    profiler.disable()
-    if args.dump:
-        profiler.dump_stats(args.dump)
-    stats = pstats.Stats(profiler, stream=io.StringIO())
-    total = stats.total_tt  # type: ignore[attr-defined]
-    what = f"{'POST /api/orders/idem (memory store)' if args.store else args.method + ' tool'}"
-    own = sum(tt for (filename, _l, _f), (_cc, _nc, tt, _ct, _c) in stats.stats.items()  # type: ignore[attr-defined]
-              if os.path.abspath(filename).startswith(PACKAGE_DIR))
-    print(f"{args.calls} signed calls of the {what}: {1e6 * total / args.calls:.1f} µs per call "
-          f"under cProfile; {100 * own / total:.1f} % of it in bailing_flask's own frames "
-          "(the rest: Flask, Werkzeug, pydantic, blinker, the stdlib - much of it called from "
-          "the package)\n")
-    print("inside bailing_flask, by own time:")
-    print("\n".join(_rows(stats, total, True, 0, args.top)))
-    print("\ninside bailing_flask, by cumulative time:")
-    print("\n".join(_rows(stats, total, True, 1, args.top)))
-    print("\neverything, by own time:")
-    print("\n".join(_rows(stats, total, False, 0, args.top)))
+    variant = "default" if args.store else args.variant
+    file = AuditFile("profile")
+    audit = LoggingAudit(file)
+    try:
+        case = make_case(variant, args.method, audit, file)
+        base = make_case(_baseline(variant), args.method, audit, file)
+        what = variant + ("" if variant.startswith(("ordinary", "default")) else f" {args.method}")
+        print(f"{what}: ", end="")
+        if not args.counts:
+            us = unprofiled_us({"variant": case, "baseline": base})
+            print(f"{us['variant']:.1f} µs per call, {_baseline(variant)} {us['baseline']:.1f} µs "
+                  f"(+{us['variant'] - us['baseline']:.1f} µs), CPU, no profiler; load average "
+                  f"{[round(x, 2) for x in os.getloadavg()]}")
+        print()
+        print_counts(variant, count_case(case, calls=1).last(), count_case(base, calls=1).last(), args.top)
+        if args.counts:
+            return 0
+        stats = profile(case, args.calls, args.dump, args.clock)
+        audit.set("off")
+        total = stats.total_tt  # type: ignore[attr-defined]
+        own = sum(tt for (filename, _l, _f), (_cc, _nc, tt, _ct, _c) in stats.stats.items()  # type: ignore[attr-defined]
+                  if os.path.abspath(filename).startswith(PACKAGE_DIR))
+        profiled = 1e6 * total / args.calls
+        print(f"\ncProfile ({args.clock} clock) of {args.calls} calls: {profiled:.1f} µs per call (x{profiled / us['variant']:.1f} "
+              f"the unprofiled figure: divide by about that, more for functions called many times); "
+              f"{100 * own / total:.1f} % in bailing_flask's own frames (the rest: Flask, Werkzeug, "
+              "pydantic, blinker, the stdlib - much of it called from the package)\n")
+        print("inside bailing_flask, by own time:")
+        print("\n".join(_rows(stats, total, args.calls, True, 0, args.top)))
+        print("\ninside bailing_flask, by cumulative time:")
+        print("\n".join(_rows(stats, total, args.calls, True, 1, args.top)))
+        print("\neverything, by own time:")
+        print("\n".join(_rows(stats, total, args.calls, False, 0, args.top)))
+    finally:
+        audit.restore()
+        file.close()
     return 0
 
 

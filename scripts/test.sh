@@ -3,7 +3,8 @@
 #
 # The Redis tests use a real redis-server (Debian's package), the PostgreSQL
 # tests a real PostgreSQL (Debian's postgresql); the tests start and stop their
-# own servers on loopback ports. Extra arguments go to pytest.
+# own servers on loopback ports; some tests send requests with node's fetch, the
+# hub's HTTP client (Debian's nodejs). Extra arguments go to pytest.
 #
 # Environment (all optional): BAILING_VENV (default .venv), BAILING_PYTHON
 # (the interpreter that creates it, default python3), BAILING_CONSTRAINTS (a
@@ -17,6 +18,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium chromium-driver)  # the docs' page check
+
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   missing+=(postgresql)
 fi

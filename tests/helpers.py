@@ -7,10 +7,16 @@ Fixtures live in ``conftest.py`` (and the ``tests._redis``, ``tests._servers``,
 from __future__ import annotations
 
 import http.client
+import json
+import shutil
 import socket
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bailing_flask.testing import HubRequest
 
@@ -115,3 +121,39 @@ def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) 
     environ.pop("FLASK_APP", None)
     return subprocess.run([sys.executable, "-m", "flask", "--app", app_spec, *args], cwd=root,
                           env=environ, capture_output=True, text=True, timeout=600, check=False)
+
+#: the script that sends requests with node's fetch, as the hub does
+HUB_FETCH_SCRIPT = Path(__file__).resolve().parent / "hub_fetch.mjs"
+
+
+@dataclass
+class NodeCall:
+    """One request for :func:`hub_fetch`: its headers, and a body of its own if it has one."""
+
+    headers: dict[str, str]
+    body: str | None = None
+
+
+def hub_fetch(url: str, method: str, body: str, calls: list[NodeCall],
+              timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Send ``calls`` with node's ``fetch`` from one process, one after another, like the hub.
+
+    The hub's HTTP client is node's ``fetch`` (one keep-alive pool, string
+    bodies); how it reacts to a server that closes or resets a connection
+    is not what Python's clients do. ``body`` is sent with every call that
+    has none of its own. Each result is ``{"status", "content_type",
+    "text"}``, or ``{"error", "cause"}`` when ``fetch`` failed (``fetch
+    failed`` caused by ``write EPIPE``, for one).
+    """
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node was not found on PATH; these tests send requests with node's fetch, "
+                    "the hub's HTTP client: install Node.js 18 or later (apt-get install -y "
+                    "nodejs)", pytrace=False)
+    job = {"url": url, "method": method, "body": body, "timeout_ms": int(timeout * 1000),
+           "calls": [{"headers": call.headers, "body": call.body} for call in calls]}
+    done = subprocess.run([node, str(HUB_FETCH_SCRIPT)], input=json.dumps(job).encode(),
+                          capture_output=True, timeout=timeout * (len(calls) + 1))
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results

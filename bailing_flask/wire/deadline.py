@@ -10,12 +10,13 @@ connection is shut down. The blocked read returns at once, the request is
 refused with ``408 body_timeout``, and the answer still goes out on the
 write side.
 
-The same is done, after a short linger, for a request refused before its
-body was read (``413 body_too_large``, a bad header): Werkzeug's server
+The same is done, after a short linger, for a request refused on Werkzeug's
+server before its body was read (``413 body_too_large``, a bad header): it
 otherwise keeps reading the unread body after the answer, for as long as the
-client keeps sending. The linger ends when the server closes the response,
-so a connection the server keeps alive (gunicorn ``gthread``, which bounds
-its own drain) is never cut under the next request.
+client keeps sending. On other servers the middleware drains that body
+itself, within this deadline (:mod:`bailing_flask.wire.drain`). Either ends
+when the server closes the response, so a connection the server keeps alive
+(gunicorn ``gthread``) is never cut under the next request.
 
 Only servers that put the connection's socket in the WSGI environ can be
 helped this way (gunicorn: ``gunicorn.socket``, Werkzeug: ``werkzeug.socket``).
@@ -70,8 +71,9 @@ class _Watchdog:
     """The process's one watcher thread, started on first use (again in a forked child).
 
     A child forked without Python's fork hooks (uWSGI's default) is not told;
-    that is harmless, because the middleware never arms a deadline on uWSGI,
-    which hands no socket to the application.
+    that is harmless, because uWSGI forks its workers at start-up or from its
+    master, and neither has served a request, so neither has started the thread
+    (on uWSGI a deadline is only armed for the drain after a refusal).
     """
 
     def __init__(self) -> None:
@@ -117,11 +119,12 @@ class _Watchdog:
 
 
 def _shut_read(entry: Armed) -> None:
-    entry.fired = True
     try:
         entry.sock.shutdown(socket.SHUT_RD)
     except OSError:  # already closed by the server: nothing left to bound
         pass
+    finally:
+        entry.fired = True  # after the call: whoever waits for it may close the socket
 
 
 _WATCHDOG = _Watchdog()
@@ -152,8 +155,7 @@ def linger(environ: dict[str, Any], seconds: float = LINGER_SECONDS) -> Armed | 
     The answer goes out at once; the server may drain what the client still
     sends for that long, then reads end (the connection closes). The caller
     disarms it when the server closes the response: Werkzeug's server drains
-    before that (and always closes the connection), gunicorn after it, with a
-    bound of its own, on a connection it may keep alive for the next request.
+    before that (and always closes the connection).
     """
     sock = connection_socket(environ)
     return arm(sock, seconds) if sock is not None else None

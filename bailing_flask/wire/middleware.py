@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from bailing_flask.wire import deadline as _deadline
+from bailing_flask.wire import drain as _drain
 from bailing_flask.wire.body import ReadBody, read_body
 from bailing_flask.wire.base_url import BaseURL, parse_base_url, strip_base
 from bailing_flask.wire.jsenc import encode_uri_component
@@ -254,10 +255,13 @@ class BailingMiddleware:
     :param body_timeout: seconds a client may take to send a body the
         middleware reads (signed requests, hub callbacks) once the read has
         begun; past it the read side of the connection is shut down and the
-        request refused with ``408 body_timeout``. A request refused before
-        its body was read has that side shut after a one-second linger (or
-        ``body_timeout``, if shorter), so the server does not go on reading it. Needs a server that hands out
-        the connection (gunicorn, Werkzeug); ``None`` or ``0`` turns both off.
+        request refused with ``408 body_timeout``. Needs a server that hands
+        out the connection (gunicorn, Werkzeug). A request refused before
+        its body was read gets its answer first; then the rest of the body
+        is read and dropped for at most ``body_timeout`` (no more than four
+        times the limit: :mod:`bailing_flask.wire.drain`), or on Werkzeug's
+        server, which drains by itself, the read side is shut after a
+        one-second linger. ``None`` or ``0`` turns all of it off.
     :param clock: current Unix time (tests).
     :param base_url: the base URL this tool source is registered with in
         the hub (``BAILING_BASE_URL``). Tool calls are then verified against
@@ -455,12 +459,12 @@ class BailingMiddleware:
         self, error: SignatureError, environ: dict[str, Any], start_response: StartResponse,
         unread: bool = True,
     ) -> Iterable[bytes]:
-        lingering = None
+        settle = None
         if unread and self.body_timeout and error.reason != "body_timeout" \
                 and _announces_body(environ):
-            # refused before its body was read: answer now, stop reading it soon after
-            lingering = _deadline.linger(environ,
-                                         min(_deadline.LINGER_SECONDS, self.body_timeout))
+            # refused before its body was read: answer now, then drain it (bounded) or stop
+            # reading it, so that the client sees the answer rather than a reset
+            settle = _drain.after_refusal(environ, self._body_limit(environ), self.body_timeout)
         job = environ.get("HTTP_X_BAILING_JOB_ID", "")
         path = _raw_path(environ, self.raw_target)
         expected = (  # the hub's own negative probe of every catalog refresh
@@ -496,14 +500,15 @@ class BailingMiddleware:
         headers = [(name, value) for name, value in headers if name.lower() != "x-bailing-reason"]
         headers.append(("X-Bailing-Reason", error.reason))
         start_response(status_line, with_content_length(headers, body))
-        if lingering is not None:
-            armed = lingering
-
-            def done() -> None:  # the server closed the answer: the linger has done its job
-                _deadline.disarm(armed)
-
-            return _ClosingIterable([body], done)
+        if settle is not None:
+            return _ClosingIterable([body], settle)
         return [body]
+
+    def _body_limit(self, environ: dict[str, Any]) -> int:
+        """The body limit of this request's path (a hub callback's, or a signed request's)."""
+        if self.verified_elsewhere and _routed_path(environ) in self.verified_elsewhere:
+            return self.elsewhere_max_body_size
+        return self.max_body_size
 
     def _base_relative(self, environ: dict[str, Any], path: str) -> str:
         """What the hub signed for a tool call: the public path minus the base URL's path."""
