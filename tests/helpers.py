@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from bailing_flask.testing import HubRequest
+
 #: The secret of the hub's frozen test vectors (the hub's published test vectors).
 HUB_SECRET = "bailing-test-secret"
 #: The ts of every frozen vector.
@@ -84,6 +86,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def resigned(secret: str, request: HubRequest, body: bytes) -> HubRequest:
+    """``request`` with another body, signed again by the hub's secret (a new call identity).
+
+    Everything else -- method, path, subject, job, client, scope and the
+    unsigned idempotency key -- stays as the hub sent it.
+    """
+    from bailing_flask.testing import signed_headers
+
+    headers = dict(request.headers)
+    headers.update(signed_headers(
+        secret, request.method, request.path_with_query, body,
+        subject=headers.get("X-Bailing-On-Behalf-Of"), job_id=headers.get("X-Bailing-Job-Id"),
+        client=headers.get("X-Bailing-Client"), tool_scope=headers.get("X-Bailing-Tool-Scope"),
+        idempotency_key=headers.get("X-Bailing-Idempotency-Key"),
+    ))
+    return HubRequest(request.method, request.path_with_query, headers, body)
 
 
 def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) -> Any:

@@ -13,7 +13,7 @@ import time
 from urllib.parse import unquote
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus
 from bailing_flask.stores.base import (
     Clock,
     Entry,
@@ -29,6 +29,7 @@ from bailing_flask.stores.redis import RedisStore
 from bailing_flask.stores.sqlite import SQLiteStore
 
 __all__ = [
+    "ApprovalClaim",
     "ApprovalRecord",
     "ApprovalStatus",
     "Entry",
