@@ -38,6 +38,7 @@ from bailing_flask.stores import (
 )
 
 from ._redis import RedisServer
+from .helpers import SQL_BACKENDS, sql_store
 
 T0 = 1_718_000_000.0
 LEASE = 30.0
@@ -83,16 +84,21 @@ def _prefix() -> str:
     return f"test-{uuid.uuid4().hex}:"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql", "mariadb", "mysql"])
 def store(
     request: pytest.FixtureRequest, clock: Clock, tmp_path: Path
 ) -> Iterator[IdempotencyStore]:
-    """The store under test, one per backend, empty."""
+    """The store under test, one per backend, empty.
+
+    ``mysql`` is the SQL store on MariaDB as it runs on MySQL: without ``INSERT ... RETURNING``.
+    """
     if request.param == "memory":
         backend: IdempotencyStore = MemoryStore(clock=clock)
     elif request.param == "sqlite":
         # A directory that does not exist yet: created on first use.
         backend = SQLiteStore(tmp_path / "var" / "idempotency.db", clock=clock)
+    elif request.param in SQL_BACKENDS:
+        backend = sql_store(request, request.param, clock)
     else:
         server: RedisServer = request.getfixturevalue("redis_server")
         backend = RedisStore(server.url, clock=clock, prefix=_prefix())
