@@ -32,13 +32,14 @@ from bailing_flask.stores import (
     RedisStore,
     Reservation,
     SQLiteStore,
+    SQLStore,
     StoredResponse,
     StoreUnavailable,
     store_from_url,
 )
 
 from ._redis import RedisServer
-from .helpers import SQL_BACKENDS, sql_store
+from .helpers import SQL_BACKENDS, sql_store, sql_url
 
 T0 = 1_718_000_000.0
 LEASE = 30.0
@@ -1345,7 +1346,8 @@ def _reserve_in_child(
     """Runs in a spawned process: open a store of its own and race for ``key``."""
     try:
         backend: IdempotencyStore = (
-            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
         )
         barrier.wait(timeout=60)
         outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
@@ -1356,7 +1358,7 @@ def _reserve_in_child(
         results.put((repr(exc), None))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
 def test_processes_racing_for_one_key_get_one_reservation(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -1364,6 +1366,9 @@ def test_processes_racing_for_one_key_get_one_reservation(
     if kind == "sqlite":
         # A fresh file: the workers also race to create the schema.
         target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
+        sql_store(request, kind, url=target).close()  # its tables, in a database of its own
     else:
         target = request.getfixturevalue("redis_server").url
     prefix = _prefix()
@@ -1386,7 +1391,8 @@ def test_processes_racing_for_one_key_get_one_reservation(
     outcomes = sorted(outcome for outcome, _ in answers)
     assert outcomes == ["in_progress"] * (workers - 1) + ["reserved"], answers
     assert sorted(remembered for _, remembered in answers) == [False] * (workers - 1) + [True]
-    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    check = (SQLiteStore(target) if kind == "sqlite" else SQLStore(target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
     entry = check.get("refund:42")
     assert entry is not None and entry.token.startswith("worker-")
     check.close()

@@ -244,3 +244,27 @@ def create_schema(dbapi_connection: Any, dialect: Dialect) -> None:
         raise
     finally:
         cursor.close()
+
+
+def init_command(store: Any, show_sql: bool, dialect: str | None) -> str:
+    """What ``flask bailing store init [--sql] [--dialect ...]`` prints (and does).
+
+    ``store`` is the app's store (``None`` with ``--sql --dialect``): a
+    :class:`~bailing_flask.stores.SQLStore` has its tables created, any other
+    store needs nothing.
+    """
+    if show_sql and dialect is not None:
+        return schema_sql(dialect)  # type: ignore[arg-type]
+    if not hasattr(store, "create_schema"):
+        if show_sql:
+            raise ValueError(
+                f"BAILING_STORE is a {type(store).__name__}, not a SQL store: pass --dialect "
+                "postgresql or --dialect mysql to print the SQL store's DDL.")
+        return (f"BAILING_STORE is a {type(store).__name__}: it needs no tables created "
+                "(only the SQL store does); nothing to do.\n")
+    if show_sql:
+        return str(store.schema_sql())
+    store.create_schema()
+    store.ping()
+    return (f"The idempotency store's tables are ready in {store.display} (schema version "
+            f"{SCHEMA_VERSION}): {', '.join(TABLES)}.\n")
