@@ -14,7 +14,7 @@ import time
 from urllib.parse import unquote
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus
 from bailing_flask.stores.base import (
     Clock,
     Entry,
@@ -30,6 +30,7 @@ from bailing_flask.stores.sql import SQLStore
 from bailing_flask.stores.sqlite import SQLiteStore
 
 __all__ = [
+    "ApprovalClaim",
     "ApprovalRecord",
     "ApprovalStatus",
     "Entry",

@@ -39,7 +39,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,6 +65,7 @@ from bailing_flask.stores._entries import (
 from bailing_flask.stores._sqlite_sql import (
     _ADD_APPROVAL,
     _APPROVAL_COLUMNS,
+    _APPROVAL_USE_COLUMNS,
     _APPROVALS_SCHEMA,
     _CLAIM,
     _CLEANUP,
@@ -81,7 +82,8 @@ from bailing_flask.stores._sqlite_sql import (
     _SCHEMA_VERSION,
     _TAKE_OVER,
 )
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
+from bailing_flask.stores._sqlite_approvals import approval_from_row, spend_approval
+from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus, encode_request
 from bailing_flask.stores.base import IdempotencyStore, _check_seconds
 
 __all__ = ["SQLiteStore"]
@@ -619,17 +621,16 @@ class SQLiteStore(IdempotencyStore):
                 for statement in _APPROVALS_SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
+                # a file written before approvals could be spent: add the columns (the write
+                # lock is held, so of several workers exactly one adds them)
+                have = {row[1] for row in writer.execute("PRAGMA table_info(bailing_approvals)")}
+                for column, kind in _APPROVAL_USE_COLUMNS:
+                    if column not in have:
+                        writer.execute(f"ALTER TABLE bailing_approvals ADD COLUMN {column} {kind}")
             self._approvals_ready = True
         return conn
 
-    @staticmethod
-    def _approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
-        approval_id, job_id, tool, status, received_at, expires_at, request = row[:7]
-        decision_id, approver, decided_at = row[7:]
-        return decode_record(
-            approval_id, job_id, tool, request, status=status, received_at=received_at,
-            expires_at=expires_at, decision_id=decision_id, approver=approver, decided_at=decided_at,
-        )
+    _approval_from_row = staticmethod(approval_from_row)
 
     def _select_approval(self, conn: sqlite3.Connection, approval_id: int, now: float
                          ) -> ApprovalRecord | None:
@@ -699,6 +700,51 @@ class SQLiteStore(IdempotencyStore):
                 {"now": self.clock(), "status": status, "limit": limit},
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
+
+    def claim_approved(
+        self,
+        key: str,
+        *,
+        approval_ids: Sequence[int],
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+        reserve: bool = True,
+    ) -> ApprovalClaim:
+        """One ``BEGIN IMMEDIATE`` transaction: the entry, the approvals, the spend, the claim.
+
+        Deferred completions of this process are written in it first, as in
+        :meth:`claim`, so a repeat is never answered "in progress" by a
+        completion that only waits to be written.
+        """
+        keep = max(lease_seconds, retention_seconds)
+        pending = self._pending
+        with self._errors():
+            conn = self._approvals_connection()
+            for _attempt in range(10):
+                pending.wait_landed(key, self.busy_timeout)
+                conn.execute("BEGIN IMMEDIATE")
+                with pending.carried() as taken:
+                    try:
+                        refused = self._apply(conn, taken)
+                        now = self.clock()
+                        entry = self._select(conn, key, now) if reserve else None
+                        claim = spend_approval(conn, now, key, entry, approval_ids, token, (
+                            now + lease_seconds, now + keep, _encode_meta(meta)) if reserve
+                            else None)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        _rollback_quietly(conn)
+                        raise
+                self._wrote()
+                _log_refused(refused)
+                held = claim.reservation
+                if held is None or held.entry.state != "in_progress" or not pending.holds(key):
+                    return claim
+                # its completion was taken by the background writer: wait for it, look again
+        raise StoreUnavailable(f"SQLite store at {self.path} is unavailable: the entry {key!r} "
+                               "kept changing while it was being claimed")
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
