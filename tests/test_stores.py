@@ -1615,7 +1615,8 @@ def _spend_in_child(
     """Runs in a spawned process: open a store of its own and race for approval 123."""
     try:
         backend: IdempotencyStore = (
-            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
         )
         barrier.wait(timeout=60)
         key = f"idem:call-of-{os.getpid()}"  # each process an equivalent call of its own
@@ -1626,17 +1627,20 @@ def _spend_in_child(
         results.put((repr(exc), None))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
 def test_processes_racing_for_one_approval_spend_it_once(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     workers = 6
     if kind == "sqlite":
         target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
     else:
         target = request.getfixturevalue("redis_server").url
     prefix = _prefix()
-    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    check = (SQLiteStore(target) if kind == "sqlite" else sql_store(request, kind, url=target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
     approved(check)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(workers)

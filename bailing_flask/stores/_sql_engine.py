@@ -115,6 +115,18 @@ def engine_from_url(url: str) -> Any:
         ) from None
 
 
+#: a statement (or transaction) the database chose as a deadlock's victim is run again
+_DEADLOCK_ATTEMPTS = 3
+
+
+def _is_deadlock(exc: BaseException) -> bool:
+    """PostgreSQL's deadlock or serialization failure, MySQL's 1213 (and lock wait 1205)."""
+    if getattr(exc, "sqlstate", None) in ("40P01", "40001"):
+        return True
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    return bool(args) and args[0] in (1213, 1205)
+
+
 class _Retry(Exception):
     """The connection was dead: run the work again on a new one."""
 
@@ -207,7 +219,7 @@ class Database:
         be dead. Every failure is :class:`StoreUnavailable`.
         """
         self.engine  # noqa: B018 - resolves a Flask-SQLAlchemy engine on first use
-        for attempt in (1, 2):
+        for attempt in range(1, _DEADLOCK_ATTEMPTS + 1):
             try:
                 with self._connection() as (raw, cursor):
                     try:
@@ -217,6 +229,8 @@ class Database:
                         if attempt == 1 and self._is_disconnect(exc, raw, cursor):
                             self._discard(raw, exc)
                             raise _Retry from exc
+                        if attempt < _DEADLOCK_ATTEMPTS and _is_deadlock(exc):
+                            raise _Retry from exc  # the database rolled it back: run it again
                         raise
             except _Retry:
                 continue

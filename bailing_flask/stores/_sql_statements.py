@@ -14,7 +14,9 @@ own; how each one decides between concurrent callers:
   assignments in order). MariaDB (10.5+) answers with ``RETURNING`` the row
   as it now is: one round trip. MySQL has no ``RETURNING``; a duplicate also
   bumps ``claims``, so its affected-row count is 2 (1 only for a new row,
-  whatever ``CLIENT_FOUND_ROWS`` says) and only then is the row read.
+  whatever ``CLIENT_FOUND_ROWS`` says) and only then is the row read. ``claims``
+  is 0 in a row the statement itself wrote, so "claimed now" and "this token
+  held it already" are told apart.
   The primary key's unique index is what makes two hosts' claims of one
   key meet: the second waits for the first's row, then sees it.
 * **complete**, **take over**, **mark uncertain**, **release**, **resolve**:
@@ -63,6 +65,8 @@ class Statements:
     resolve_delete: str
     resolve_complete: str
     get: str
+    #: ``get`` and ``claims`` (MySQL: 0 while no duplicate met the row since it was written)
+    claimed: str
     token_of: str
     nonce_of: str
     list: dict[ListState | None, str]
@@ -92,8 +96,8 @@ def _postgresql_claim() -> str:
         "expires_at = EXCLUDED.expires_at, meta = EXCLUDED.meta, status = NULL, headers = NULL, "
         "body = NULL, note = NULL "
         "WHERE e.expires_at <= %(now)s RETURNING 1) "
-        "SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM claimed "
-        f"UNION ALL SELECT {ENTRY_COLUMNS} FROM {ENTRIES} "
+        "SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+        f"FROM claimed UNION ALL SELECT {ENTRY_COLUMNS}, NULL FROM {ENTRIES} "
         f"WHERE entry_key = %(key)s AND {_LIVE} AND NOT EXISTS (SELECT 1 FROM claimed)"
     )
 
@@ -105,15 +109,16 @@ def _mysql_claim(returning: bool) -> str:
         _if_dead("meta", "%(meta)s"), _if_dead("status", "NULL"), _if_dead("headers", "NULL"),
         _if_dead("body", "NULL"), _if_dead("note", "NULL"),
     ]
-    if not returning:
-        assignments.append("claims = claims + 1")  # a duplicate always counts 2 affected rows
+    # 0 for a row this statement wrote (inserted, or a dead one taken over), else counted up:
+    # a duplicate always changes the row (2 affected rows, whatever CLIENT_FOUND_ROWS says)
+    assignments.append("claims = IF(expires_at <= %(now)s, 0, claims + 1)")
     assignments.append(_if_dead("expires_at", "%(expires)s"))  # last: the others read it
     return (
         f"INSERT INTO {ENTRIES} "
         "(entry_key, state, token, created_at, lease_expires_at, expires_at, meta) "
         "VALUES (%(key)s, 'in_progress', %(token)s, %(now)s, %(lease)s, %(expires)s, %(meta)s) "
         "ON DUPLICATE KEY UPDATE " + ", ".join(assignments)
-        + (f" RETURNING {ENTRY_COLUMNS}" if returning else "")
+        + (f" RETURNING {ENTRY_COLUMNS}, claims" if returning else "")
     )
 
 
@@ -208,6 +213,8 @@ def statements_for(dialect: Dialect, returning: bool) -> Statements:
             f"WHERE entry_key = %(key)s AND {_LIVE}"
         ),
         get=f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE entry_key = %(key)s AND {_LIVE}",
+        claimed=(f"SELECT {ENTRY_COLUMNS}{', claims' if dialect == 'mysql' else ', NULL'} "
+                 f"FROM {ENTRIES} WHERE entry_key = %(key)s AND {_LIVE}"),
         token_of=f"SELECT state, token FROM {ENTRIES} WHERE entry_key = %(key)s AND {_LIVE}",
         nonce_of=f"SELECT nonce FROM {SIGNATURES} WHERE signature = %(signature)s AND {_LIVE}",
         list={

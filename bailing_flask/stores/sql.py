@@ -32,6 +32,7 @@ import builtins
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from bailing_flask.stores._entries import (
@@ -53,7 +54,13 @@ from bailing_flask.stores._entries import (
 from bailing_flask.stores._sql_engine import Database
 from bailing_flask.stores._sql_schema import MAX_KEY_BYTES, Dialect, create_schema, schema_sql
 from bailing_flask.stores._sql_statements import Statements, statements_for
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
+from bailing_flask.stores.approvals import (
+    ApprovalClaim,
+    ApprovalRecord,
+    ApprovalStatus,
+    decode_record,
+    encode_request,
+)
 from bailing_flask.stores.base import IdempotencyStore
 
 __all__ = ["SQLStore", "CLEANUP_BATCH"]
@@ -176,33 +183,16 @@ class SQLStore(IdempotencyStore):
         keep = lease if lease > retention_seconds else retention_seconds
         mysql = statements.dialect == "mysql"
         params: dict[str, Any] = {"key": key.encode("utf-8") if mysql else key,
-                  "token": token.encode("utf-8") if mysql else token,
-                  "meta": _encode_meta(meta)}
-        owner = params["token"]
+                                  "token": token.encode("utf-8") if mysql else token,
+                                  "meta": _encode_meta(meta)}
 
         def work(cursor: Any) -> tuple[float, Any]:
             for _attempt in range(_ATTEMPTS):
                 now = self.clock()
                 params["now"], params["lease"], params["expires"] = now, now + lease, now + keep
-                cursor.execute(statements.claim, params)
-                if statements.claim_answers:
-                    row = cursor.fetchone()
-                    if row is not None and row[0] == "claimed":
-                        return now, None
-                elif cursor.rowcount == 1:
-                    return now, None  # a new row (a duplicate counts 2)
-                else:
-                    row = None
-                if row is None:
-                    # MySQL's duplicate, or PostgreSQL's row committed after this statement's
-                    # snapshot was taken: read it with a fresh statement
-                    cursor.execute(statements.get, {"key": params["key"], "now": now})
-                    row = cursor.fetchone()
-                    if row is None:
-                        continue  # released or resolved meanwhile: claim again
-                if row[0] == "in_progress" and row[1] == owner:
-                    return now, None  # this token holds it (a repeat whose answer was lost)
-                return now, row
+                found, row = _claim_once(cursor, statements, params)
+                if found != "changed":
+                    return now, row  # None when the key is the token's
             raise StoreUnavailable(f"{self._db.where} is unavailable: the entry {key!r} kept "
                                    "changing while it was being claimed")
 
@@ -406,12 +396,13 @@ class SQLStore(IdempotencyStore):
 
     def _approval(self, row: Any) -> ApprovalRecord:
         (approval_id, job_id, tool, status, received_at, expires_at, request, decision_id,
-         approver, decided_at, _used_by, _used_at) = row
+         approver, decided_at, used_by, used_at) = row
         return decode_record(
             int(approval_id), _text(job_id), _text(tool), _text(request), status=_text(status),
             received_at=float(received_at), expires_at=float(expires_at),
             decision_id=_text(decision_id), approver=_text(approver),
             decided_at=None if decided_at is None else float(decided_at),
+            used_by=_text(used_by), used_at=None if used_at is None else float(used_at),
         )
 
     def _live_approval(self, cursor: Any, approval_id: int, now: float) -> ApprovalRecord | None:
@@ -479,3 +470,111 @@ class SQLStore(IdempotencyStore):
             return cursor.fetchall()
 
         return [self._approval(row) for row in self._db.run(work)]
+
+    def claim_approved(
+        self,
+        key: str,
+        *,
+        approval_ids: Sequence[int],
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+        reserve: bool = True,
+    ) -> ApprovalClaim:
+        """One transaction: the call's claim statement, then the approval's conditional ``UPDATE``.
+
+        The claim's row (inserted, or the entry that stopped it) is locked by
+        the transaction, so a concurrent call of the same key waits for it and
+        then finds it; ``UPDATE ... WHERE used_by IS NULL`` spends an approval
+        for exactly one of several calls (the others wait for its row and find
+        it spent). A call that finds no approval to spend rolls back its claim.
+        """
+        statements = self._sql()
+        _check_length(key, "key")
+        _check_length(token, "token")
+        lease = lease_seconds
+        keep = lease if lease > retention_seconds else retention_seconds
+        params: dict[str, Any] = {"key": self._bin(key), "token": self._bin(token),
+                                  "meta": _encode_meta(meta)}
+
+        def spent_on_key(cursor: Any, now: float) -> int | None:
+            for approval_id in approval_ids:
+                cursor.execute(statements.approvals_used_by,
+                               {"approval_id": approval_id, "now": now})
+                row = cursor.fetchone()
+                if row is not None and _text(row[1]) == key:
+                    return int(row[0])
+            return None
+
+        def work(cursor: Any) -> ApprovalClaim:
+            now = self.clock()
+            if reserve:
+                params["now"], params["lease"], params["expires"] = now, now + lease, now + keep
+                found, row = _claim_once(cursor, statements, params)
+                if found == "changed":
+                    raise _Answer(None)  # released meanwhile: the whole step again
+                if found == "held":
+                    entry = self._entry(key, row)
+                    return ApprovalClaim("held", reservation=Reservation(_outcome(entry, now),
+                                                                         entry))
+                if found == "ours":  # a repeat whose answer was lost: spent by it already
+                    return ApprovalClaim("reserved", approval_id=spent_on_key(cursor, now))
+            for approval_id in approval_ids:
+                cursor.execute(statements.spend_approval,
+                               {"key": params["key"], "now": now, "approval_id": approval_id})
+                if cursor.rowcount == 1:
+                    return ApprovalClaim("reserved", approval_id=approval_id)
+            for approval_id in approval_ids:
+                cursor.execute(statements.approvals_used_by,
+                               {"approval_id": approval_id, "now": now})
+                if cursor.fetchone() is not None:
+                    raise _Answer(ApprovalClaim("used"))  # rolls the claim back
+            raise _Answer(ApprovalClaim("missing"))
+
+        for _attempt in range(_ATTEMPTS):
+            try:
+                return self._db.transaction(work)
+            except _Answer as answer:
+                if answer.claim is not None:
+                    return answer.claim
+        raise StoreUnavailable(f"{self._db.where} is unavailable: the entry {key!r} kept "
+                               "changing while it was being claimed")
+
+
+class _Answer(Exception):
+    """The answer of a step whose transaction must be rolled back (``None``: try again)."""
+
+    def __init__(self, claim: ApprovalClaim | None) -> None:
+        super().__init__()
+        self.claim = claim
+
+
+def _claim_once(cursor: Any, statements: Statements, params: dict[str, Any]) -> tuple[str, Any]:
+    """One claim statement (``params`` complete, ``now`` included): what it found.
+
+    ``("claimed", None)``: the key is the token's now; ``("ours", None)``: the token
+    held it already (a repeat whose answer was lost); ``("held", row)``: the live entry
+    of another call; ``("changed", None)``: it went away between two statements
+    (released, resolved): claim again.
+    """
+    cursor.execute(statements.claim, params)
+    row = None
+    if statements.claim_answers:
+        row = cursor.fetchone()
+        if row is not None and (row[0] == "claimed" or row[10] == 0):
+            return "claimed", None  # PostgreSQL says so; MariaDB: claims 0, written now
+    elif cursor.rowcount == 1:
+        return "claimed", None  # a new row (a duplicate counts 2)
+    if row is None:
+        # MySQL's duplicate, or PostgreSQL's row committed after this statement's snapshot
+        # was taken: read it with a statement of its own
+        cursor.execute(statements.claimed, {"key": params["key"], "now": params["now"]})
+        row = cursor.fetchone()
+        if row is None:
+            return "changed", None
+        if row[10] == 0:
+            return "claimed", None  # MySQL: a dead row this statement took over
+    if row[0] == "in_progress" and row[1] == params["token"]:
+        return "ours", None  # this token held it already (a repeat whose answer was lost)
+    return "held", row[:10]
