@@ -320,3 +320,12 @@ def test_a_store_object_in_the_configuration_is_the_store_calls_use() -> None:
     app = _app(store)
     bailing_state = Bailing.state(app)
     assert bailing_state.idempotency.store() is store
+
+
+@pytest.mark.parametrize("page", ["docs/cli.rst", "docs/concepts/idempotency.rst"])
+def test_the_docs_show_what_store_init_prints(page: str, request: pytest.FixtureRequest) -> None:
+    url = sql_url(request, "postgresql")
+    done = FlaskCliRunner(_app(url)).invoke(args=["bailing", "store", "init"])
+    shown = done.output.replace(SQLStore(url).display, "postgresql+psycopg://db.internal:5432/shop")
+    text = (Path(__file__).resolve().parent.parent / page).read_text(encoding="utf-8")
+    assert "   $ flask --app shop bailing store init\n   " + shown in text
