@@ -329,3 +329,23 @@ def test_the_docs_show_what_store_init_prints(page: str, request: pytest.Fixture
     shown = done.output.replace(SQLStore(url).display, "postgresql+psycopg://db.internal:5432/shop")
     text = (Path(__file__).resolve().parent.parent / page).read_text(encoding="utf-8")
     assert "   $ flask --app shop bailing store init\n   " + shown in text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_operators_list_and_resolve_uncertain_calls_in_the_sql_store(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    url = sql_url(request, backend)
+    store = sql_store(request, backend, url=url)
+    assert claim(store, "idem:refund-42") is None
+    assert store.mark_uncertain("idem:refund-42", token="token-a", note="the view raised OSError")
+    runner = FlaskCliRunner(_app(url))
+    listed = runner.invoke(args=["bailing", "idempotency", "list"])
+    assert listed.exit_code == 0 and "idem:refund-42  uncertain" in listed.output
+    done = runner.invoke(args=["bailing", "idempotency", "resolve", "idem:refund-42", "--note",
+                               "refund 42 is in the ledger", "--status", "201"])
+    assert done.exit_code == 0, done.output
+    held = claim(store, "idem:refund-42", "token-b")
+    assert held is not None and held.outcome == "completed" and held.entry.response is not None
+    assert held.entry.response.status == 201 and held.entry.note == "refund 42 is in the ledger"
+    assert runner.invoke(args=["bailing", "idempotency", "list"]).output.strip() == "0 entries"
+    store.close()
