@@ -26,7 +26,9 @@ never a user name or a password.
 from __future__ import annotations
 
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -116,7 +118,7 @@ def engine_from_url(url: str) -> Any:
 
 
 #: a statement (or transaction) the database chose as a deadlock's victim is run again
-_DEADLOCK_ATTEMPTS = 3
+_DEADLOCK_ATTEMPTS = 5
 
 
 def _is_deadlock(exc: BaseException) -> bool:
@@ -230,7 +232,9 @@ class Database:
                             self._discard(raw, exc)
                             raise _Retry from exc
                         if attempt < _DEADLOCK_ATTEMPTS and _is_deadlock(exc):
-                            raise _Retry from exc  # the database rolled it back: run it again
+                            # the database rolled it back: run it again, a moment later
+                            time.sleep(random.uniform(0.001, 0.005) * attempt)
+                            raise _Retry from exc
                         raise
             except _Retry:
                 continue

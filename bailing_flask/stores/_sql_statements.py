@@ -78,6 +78,7 @@ class Statements:
     list_approvals: dict[bool, str]
     spend_approval: str
     approvals_used_by: str
+    lock_approvals: str
 
 
 def _if_dead(column: str, value: str) -> str:
@@ -242,6 +243,10 @@ def statements_for(dialect: Dialect, returning: bool) -> Statements:
             f"UPDATE {APPROVALS} SET used_by = %(key)s, used_at = %(now)s "
             "WHERE approval_id = %(approval_id)s AND status = 'approved' AND used_by IS NULL "
             f"AND {_LIVE}"
+        ),
+        lock_approvals=(
+            f"SELECT approval_id FROM {APPROVALS} WHERE approval_id IN ({{ids}}) "
+            "ORDER BY approval_id FOR UPDATE"
         ),
         approvals_used_by=(
             f"SELECT approval_id, used_by FROM {APPROVALS} WHERE approval_id = %(approval_id)s "

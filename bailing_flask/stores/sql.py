@@ -482,7 +482,7 @@ class SQLStore(IdempotencyStore):
         meta: EntryMeta,
         reserve: bool = True,
     ) -> ApprovalClaim:
-        """One transaction: the call's claim statement, then the approval's conditional ``UPDATE``.
+        """One transaction: the approvals' rows locked, the call's claim, the conditional ``UPDATE``.
 
         The claim's row (inserted, or the entry that stopped it) is locked by
         the transaction, so a concurrent call of the same key waits for it and
@@ -507,7 +507,15 @@ class SQLStore(IdempotencyStore):
                     return int(row[0])
             return None
 
+        # the approvals' rows first, always in id order: callers of one approval (or one key
+        # and its approvals) take turns instead of meeting in the entries' index (InnoDB's
+        # duplicate-key locks deadlock there)
+        lock = statements.lock_approvals.format(
+            ids=", ".join(str(int(approval_id)) for approval_id in sorted(set(approval_ids))))
+
         def work(cursor: Any) -> ApprovalClaim:
+            cursor.execute(lock)
+            cursor.fetchall()
             now = self.clock()
             if reserve:
                 params["now"], params["lease"], params["expires"] = now, now + lease, now + keep
