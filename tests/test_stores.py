@@ -33,12 +33,14 @@ from bailing_flask.stores import (
     RedisStore,
     Reservation,
     SQLiteStore,
+    SQLStore,
     StoredResponse,
     StoreUnavailable,
     store_from_url,
 )
 
 from ._redis import RedisServer
+from .helpers import SQL_BACKENDS, sql_store, sql_url
 
 T0 = 1_718_000_000.0
 LEASE = 30.0
@@ -84,16 +86,21 @@ def _prefix() -> str:
     return f"test-{uuid.uuid4().hex}:"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql", "mariadb", "mysql"])
 def store(
     request: pytest.FixtureRequest, clock: Clock, tmp_path: Path
 ) -> Iterator[IdempotencyStore]:
-    """The store under test, one per backend, empty."""
+    """The store under test, one per backend, empty.
+
+    ``mysql`` is the SQL store on MariaDB as it runs on MySQL: without ``INSERT ... RETURNING``.
+    """
     if request.param == "memory":
         backend: IdempotencyStore = MemoryStore(clock=clock)
     elif request.param == "sqlite":
         # A directory that does not exist yet: created on first use.
         backend = SQLiteStore(tmp_path / "var" / "idempotency.db", clock=clock)
+    elif request.param in SQL_BACKENDS:
+        backend = sql_store(request, request.param, clock)
     else:
         server: RedisServer = request.getfixturevalue("redis_server")
         backend = RedisStore(server.url, clock=clock, prefix=_prefix())
@@ -1551,7 +1558,8 @@ def _reserve_in_child(
     """Runs in a spawned process: open a store of its own and race for ``key``."""
     try:
         backend: IdempotencyStore = (
-            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
         )
         barrier.wait(timeout=60)
         outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
@@ -1562,7 +1570,7 @@ def _reserve_in_child(
         results.put((repr(exc), None))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
 def test_processes_racing_for_one_key_get_one_reservation(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -1570,6 +1578,9 @@ def test_processes_racing_for_one_key_get_one_reservation(
     if kind == "sqlite":
         # A fresh file: the workers also race to create the schema.
         target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
+        sql_store(request, kind, url=target).close()  # its tables, in a database of its own
     else:
         target = request.getfixturevalue("redis_server").url
     prefix = _prefix()
@@ -1592,7 +1603,8 @@ def test_processes_racing_for_one_key_get_one_reservation(
     outcomes = sorted(outcome for outcome, _ in answers)
     assert outcomes == ["in_progress"] * (workers - 1) + ["reserved"], answers
     assert sorted(remembered for _, remembered in answers) == [False] * (workers - 1) + [True]
-    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    check = (SQLiteStore(target) if kind == "sqlite" else SQLStore(target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
     entry = check.get("refund:42")
     assert entry is not None and entry.token.startswith("worker-")
     check.close()
@@ -1604,7 +1616,8 @@ def _spend_in_child(
     """Runs in a spawned process: open a store of its own and race for approval 123."""
     try:
         backend: IdempotencyStore = (
-            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
         )
         barrier.wait(timeout=60)
         key = f"idem:call-of-{os.getpid()}"  # each process an equivalent call of its own
@@ -1615,17 +1628,20 @@ def _spend_in_child(
         results.put((repr(exc), None))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
 def test_processes_racing_for_one_approval_spend_it_once(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     workers = 6
     if kind == "sqlite":
         target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
     else:
         target = request.getfixturevalue("redis_server").url
     prefix = _prefix()
-    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    check = (SQLiteStore(target) if kind == "sqlite" else sql_store(request, kind, url=target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
     approved(check)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(workers)

@@ -245,11 +245,14 @@ class Idempotency:
     # -- the store ----------------------------------------------------------------
 
     def store(self) -> IdempotencyStore:
-        """The configured store, created on first use (``BAILING_STORE``)."""
+        """The configured store, created on first use (``BAILING_STORE``: a URL or a store)."""
         if self._store is None:
             with self._lock:
                 if self._store is None:
                     url = self.state.config("BAILING_STORE")
+                    if isinstance(url, IdempotencyStore):  # SQLStore(db.engine), a store of one's own
+                        self._store = url
+                        return url
                     if not url:
                         path = os.path.join(self.state.app.instance_path, "bailing.sqlite3")
                         url = "sqlite:///" + path
