@@ -122,8 +122,9 @@ def check_settings(config: Config) -> list[ConfigProblem]:
         if not isinstance(store, IdempotencyStore):
             problems.append(ConfigProblem(
                 "error", "BAILING_STORE", "invalid_store",
-                "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://...) or an "
-                "IdempotencyStore"))
+                "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://..., "
+                "postgresql+psycopg://..., mysql+pymysql://...) or an IdempotencyStore such as "
+                "SQLStore(db.engine)"))
     problems.extend(_transaction_problems(config.transaction))
     if config.hub_url:
         from bailing_flask.hub.client import normalize_hub_url

@@ -272,8 +272,9 @@ BaseURL = Annotated[str | None, Strict(), AfterValidator(_base_url),
 URL = Annotated[str | None, Strict(), Accepts("an absolute http(s) URL, or None")]
 RawTarget = Annotated[Literal["auto", "reconstruct"], Accepts("`\"auto\"` or `\"reconstruct\"`")]
 StoreValue = Annotated[object, PlainValidator(_object),
-                       Accepts("a store URL (`memory://`, `sqlite:///...`, `redis://...`), "
-                               "an `IdempotencyStore`, or None")]
+                       Accepts("a store URL (`memory://`, `sqlite:///...`, `redis://...`, "
+                               "`postgresql+psycopg://...`, ...), an `IdempotencyStore` such as "
+                               "`SQLStore(db.engine)`, or None")]
 TransactionValue = Annotated[object, PlainValidator(_object),
                              Accepts("`SQLAlchemyTransaction(db)`, `DBAPITransaction(get_db)`, "
                                      "`\"sqlalchemy\"`, or None")]
@@ -379,10 +380,14 @@ class Config:
         "keeps when the model does not set a `max_length` of its own. The rest are cut and the "
         "cut is named in the answer's `truncated` field. `None` or `0`: no default cap.")
     store: StoreValue = setting(
-        None, "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0` "
-        "(or an `IdempotencyStore` object). Default: a SQLite file `bailing.sqlite3` in the "
-        "app's instance folder. `sqlite:///path.db?busy_timeout=2`: seconds a side effect waits "
-        "for another process's lock on the file (default 5) before it is refused with 503 "
+        None, "Idempotency store: a URL (`memory://`, `sqlite:///path.db`, `redis://host:6379/0`, "
+        "or a PostgreSQL/MySQL/MariaDB SQLAlchemy URL such as "
+        "`postgresql+psycopg://user:password@host/db` or `mysql+pymysql://user:password@host/db`, "
+        "whose tables `flask bailing store init` creates), or a store object: "
+        "`SQLStore(db.engine)` shares the app's own engine and pool. "
+        "Default: a SQLite file `bailing.sqlite3` in the app's instance folder. "
+        "`sqlite:///path.db?busy_timeout=2`: seconds a side effect waits for another "
+        "process's lock on the file (default 5) before it is refused with 503 "
         "`idempotency_store_unavailable`.")
     idempotency_retention: Seconds = setting(
         24 * 3600, "Seconds a completed side effect's response is kept for replays.")
