@@ -79,6 +79,8 @@ def create_app(**config: Any) -> Flask:
         APPROVAL_FAIL_FILE=os.environ.get("APPROVAL_FAIL_FILE", ""),
     )
     app.config.update(config)
+    if app.config["TXN_BACKEND"]:
+        _transactional_transfer(app)  # sets BAILING_TRANSACTION, which init_app reads
     bailing = Bailing(app)
     bailing.authorizer(lambda call: call.subject == SUBJECT)
 
@@ -111,8 +113,6 @@ def create_app(**config: Any) -> Flask:
             conn.close()
         return jsonify(rows=[])
 
-    if app.config["TXN_BACKEND"]:
-        _transactional_transfer(app)
     return app
 
 
