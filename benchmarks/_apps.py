@@ -275,7 +275,7 @@ def bare_app() -> Flask:
 
 def middleware_app(secret: str | None = None) -> Flask:
     """The bare app with ``BailingMiddleware`` only: signed requests to undeclared routes."""
-    from bailing_flask import BailingMiddleware
+    from bailing_flask.wire import BailingMiddleware
 
     app = bare_app()
     app.wsgi_app = BailingMiddleware(  # type: ignore[method-assign]

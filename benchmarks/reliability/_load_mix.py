@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bailing_flask.hub import posts
-from bailing_flask import sign_callback, sign_tool_call
+from bailing_flask.wire import sign_callback, sign_tool_call
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, catalog_headers, idempotency_key, signed_headers
 
 __all__ = ["Expect", "Req", "Step", "Mix", "TOOLS", "FULL_WEIGHTS", "SIGNED_WEIGHTS", "classify",
