@@ -17,7 +17,8 @@ _hypothesis_settings.load_profile("bailing")
 
 # real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``;
 # PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
-pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "pytester"]
+# (tests/_installed.py: without a server, its tests skip with one summary line; fail in CI)
+pytest_plugins = ["tests._installed", "tests._redis", "tests._servers", "tests._postgres", "pytester"]
 
 
 @pytest.fixture
