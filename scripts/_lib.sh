@@ -86,7 +86,7 @@ make_venv() {
     fi
   fi
   step "venv: creating $venv with $("$python" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-  if "$python" -m venv "$venv" 2>/dev/null; then return 0; fi
+  if "$python" -m venv "$venv" >/dev/null 2>&1; then return 0; fi
   rm -rf "$venv"  # a half-made one (no pip): Debian's python3 without its venv package
   local debian
   debian=$("$python" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])')
