@@ -1346,6 +1346,11 @@ def test_sqlite_store_created_before_fork_works_in_the_child(tmp_path: Path) -> 
 # --- several processes, one key ------------------------------------------------------------
 
 
+#: seconds for the spawned processes to start: each imports the package and the tests afresh,
+#: which takes long on a busy machine; the race itself then has its own deadline
+_SPAWN_START = 300
+
+
 def _reserve_in_child(
     kind: str, target: str, prefix: str, key: str, barrier: Any, results: Any
 ) -> None:
@@ -1354,7 +1359,7 @@ def _reserve_in_child(
         backend: IdempotencyStore = (
             SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
         )
-        barrier.wait(timeout=60)
+        barrier.wait(timeout=_SPAWN_START)
         outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
         remembered = backend.remember_signature("sig-shared", ttl_seconds=60)
         backend.close()
@@ -1386,7 +1391,8 @@ def test_processes_racing_for_one_key_get_one_reservation(
     for process in processes:
         process.start()
     try:
-        answers = [results.get(timeout=60) for _ in processes]
+        # the first answer comes once every process has started and reached the barrier
+        answers = [results.get(timeout=_SPAWN_START if not i else 60) for i in range(workers)]
     finally:
         for process in processes:
             process.join(timeout=30)
