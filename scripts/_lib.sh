@@ -40,7 +40,8 @@ apt_install() {
   else
     no_cluster=""
   fi
-  local status=0
+  local status=0 before
+  before=$(_installed_packages)
   step "apt: updating the package lists"
   apt-get update -qq || status=$?
   if [ "$status" = 0 ]; then
@@ -52,12 +53,20 @@ apt_install() {
   [ -z "$no_cluster" ] || rm -f "$no_cluster"
   [ -z "$made_dir" ] || rmdir "$cluster_dir" 2>/dev/null || true
   [ "$status" = 0 ] || { echo "apt-get failed (exit $status)" >&2; return "$status"; }
-  _disable_services "${new[@]}"
+  # every package this install added (dependencies too: postgresql's service is postgresql-common's)
+  local added
+  mapfile -t added < <(comm -13 <(echo "$before") <(_installed_packages))
+  _disable_services "${added[@]}"
+}
+
+_installed_packages() {
+  dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 2>/dev/null | awk '$1 == "ii" { print $2 }' | sort
 }
 
 # The systemd units and init scripts the packages just installed would run at boot: disabled.
 _disable_services() {
   local package file unit
+  [ "$#" -gt 0 ] || return 0
   for package in "$@"; do
     while read -r file; do
       case "$file" in

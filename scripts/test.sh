@@ -27,6 +27,16 @@ for line in "${SERVERS[@]}"; do
   # shellcheck disable=SC2086  # the probes are words (and globs)
   found $probes || missing+=("$package")
 done
+# uWSGI (in the test extra) is built from source: it needs a C compiler, and Python's headers
+# (Debian's own python3 has them in its pythonX.Y-dev package; pyenv's carry them)
+python="${BAILING_PYTHON:-python3}"
+if can_apt; then
+  found cc gcc || missing+=(gcc libc6-dev)
+  if command -v "$python" >/dev/null 2>&1 && dpkg-query -S "$(command -v "$python")" >/dev/null 2>&1 \
+      && ! "$python" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
+    missing+=("$("$python" -c 'import sys; print("python%d.%d-dev" % sys.version_info[:2])')")
+  fi
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if can_apt; then
     apt_install "${missing[@]}"
@@ -39,7 +49,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 VENV="${BAILING_VENV:-.venv}"
-make_venv "$VENV" "${BAILING_PYTHON:-python3}"
+make_venv "$VENV" "$python"
 pip_install "$VENV" -e ".[test]" ${BAILING_CONSTRAINTS:+-c "$BAILING_CONSTRAINTS"}
 
 step "pytest $*"
