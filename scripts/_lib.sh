@@ -116,7 +116,7 @@ pip_install() {
   step "pip: installing $* into $venv"
   "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
     | tee "$log" \
-    | awk '/^(Collecting|Building wheel|Successfully|ERROR)/ { print "   pip: " $0; fflush() }' \
+    | awk '/^ *(Collecting|Building wheel|Running setup.py install|Successfully|ERROR)/ { print "   pip: " $0; fflush() }' \
     || status=$?
   if [ "$status" != 0 ]; then
     echo "pip failed (exit $status); the end of $log:" >&2
