@@ -149,7 +149,7 @@ def test_uwsgi_http_socket_with_connection_close_survives_a_keep_alive_client(uw
     """
     base = uwsgi("tests.live_uwsgi", env={"BAILING_TEST_SECRET": STRONG_SECRET})
     host, port = base.split("//", 1)[1].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
     statuses = []
     try:
         for _ in range(40):
