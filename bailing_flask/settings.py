@@ -50,7 +50,7 @@ __all__ = [
     "Setting",
     "SETTINGS",
     "DEFAULTS",
-    "REPLACED",
+    "REMOVED_SETTINGS",
     "load_config",
     "CATALOG_NAME",
     "PROBE_NAME",
@@ -70,19 +70,23 @@ CALLBACK_NAMES: Mapping[str, str] = MappingProxyType({
     "approval": "/callbacks/approval",
 })
 
-#: Settings that were renamed or removed before 0.1.0 -> what to set instead.
-REPLACED: Mapping[str, str] = MappingProxyType({
-    "BAILING_CATALOG_PATH": "BAILING_PATH_PREFIX (the catalog is served at the prefix + "
-                            f"'{CATALOG_NAME}')",
-    "BAILING_PROBE_PATH": f"BAILING_PATH_PREFIX (the probe is served at the prefix + '{PROBE_NAME}')",
-    "BAILING_CALLBACK_PATH": "BAILING_PATH_PREFIX (finished jobs are received at the prefix + "
-                             f"'{CALLBACK_NAMES['job']}')",
-    "BAILING_DELIVERY_PATH": "BAILING_PATH_PREFIX (deliveries are received at the prefix + "
-                             f"'{CALLBACK_NAMES['delivery']}')",
-    "BAILING_APPROVAL_PATH": "BAILING_PATH_PREFIX (approval requests are received at the prefix + "
-                             f"'{CALLBACK_NAMES['approval']}')",
-    "BAILING_CALLBACK_WINDOW_MS": "BAILING_WINDOW, in seconds, which applies to the hub's "
+#: Settings that are gone (0.1.0 was never released: no shims), each with what to write
+#: instead: ``init_app`` refuses them with this text.
+REMOVED_SETTINGS: Mapping[str, str] = MappingProxyType({
+    "BAILING_CATALOG_PATH": "set BAILING_PATH_PREFIX; the catalog is served at the prefix + "
+                            f"'{CATALOG_NAME}'",
+    "BAILING_PROBE_PATH": f"set BAILING_PATH_PREFIX; the probe is served at the prefix + '{PROBE_NAME}'",
+    "BAILING_CALLBACK_PATH": "set BAILING_PATH_PREFIX; finished jobs are received at the prefix + "
+                             f"'{CALLBACK_NAMES['job']}'",
+    "BAILING_DELIVERY_PATH": "set BAILING_PATH_PREFIX; deliveries are received at the prefix + "
+                             f"'{CALLBACK_NAMES['delivery']}'",
+    "BAILING_APPROVAL_PATH": "set BAILING_PATH_PREFIX; approval requests are received at the "
+                             f"prefix + '{CALLBACK_NAMES['approval']}'",
+    "BAILING_CALLBACK_WINDOW_MS": "set BAILING_WINDOW, in seconds, which applies to the hub's "
                                   "callbacks as well",
+    "BAILING_TRANSACTIONAL": "declare repeats='transaction' on each tool whose whole effect is in "
+                             "the app's database, or tool_defaults(blueprint, "
+                             "repeats='transaction') for a blueprint's tools",
 })
 
 
@@ -398,11 +402,9 @@ class Config:
         None, "The database whose transaction carries the idempotency record of tools in the "
         "transaction mode (exactly once instead of at most once): "
         "`SQLAlchemyTransaction(db)`, `DBAPITransaction(get_db)` (sqlite3, psycopg) from "
-        "`bailing_flask.transactional`, or `'sqlalchemy'` for this app's Flask-SQLAlchemy. "
+        "`bailing_flask.transactional`, or `'sqlalchemy'` for this app's Flask-SQLAlchemy "
+        "(a tool chooses the mode with `repeats='transaction'`). "
         "The records go to a table `bailing_idempotency` in that database.")
-    transactional: Flag = setting(
-        False, "Run every de-duplicated tool in the transaction mode unless it says "
-        "`transactional=False` (default: only tools declared `transactional=True`).")
     idempotency_defer_completion: Flag = setting(
         False, "Let a side effect's answer leave before its record is written: the record travels "
         "with the worker's next reservation (SQLite: the same transaction and disk flush; "
@@ -540,8 +542,8 @@ def _validator() -> TypeAdapter[Config]:
 def option_key(name: str) -> str:
     """The setting a ``Bailing(...)`` keyword stands for; refuses unknown and renamed ones."""
     key = "BAILING_" + name.upper()
-    if key in REPLACED:
-        raise ConfigurationError(f"the Bailing option {name}= was removed: use {REPLACED[key]}")
+    if key in REMOVED_SETTINGS:
+        raise ConfigurationError(f"Bailing option {name!r} is removed: {REMOVED_SETTINGS[key]}")
     if key not in _BY_KEY and key != SECRET_ALIAS:
         nearest = difflib.get_close_matches(name, [s.name for s in SETTINGS], n=1, cutoff=0.6)
         hint = f"; did you mean {nearest[0]}=?" if nearest else ""
@@ -553,8 +555,8 @@ def _key_problems(config: Mapping[str, Any]) -> list[str]:
     problems = []
     known = sorted([*_BY_KEY, SECRET_ALIAS])
     for key in sorted(k for k in config if isinstance(k, str) and k.startswith("BAILING_")):
-        if key in REPLACED:
-            problems.append(f"{key} was removed: set {REPLACED[key]} instead")
+        if key in REMOVED_SETTINGS:
+            problems.append(f"{key} is removed: {REMOVED_SETTINGS[key]}")
         elif key not in _BY_KEY and key != SECRET_ALIAS:
             nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f"; did you mean {nearest[0]}?" if nearest else "; see the configuration reference"
