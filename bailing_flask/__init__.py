@@ -28,7 +28,7 @@ from bailing_flask._version import __version__
 from bailing_flask._pipeline.callbacks import dedupe_key
 from bailing_flask._pipeline.idempotency import REPLAY_HEADER, call_key
 from bailing_flask.extension import Bailing
-from bailing_flask.integrations import cache_key, is_hub_request, is_tool_call, rate_limit_key
+from bailing_flask.integrations import cache_key, exempt_hub_requests, is_hub_request, is_tool_call, rate_limit_key
 from bailing_flask.responses import ErrorInfo, tool_result
 from bailing_flask.wire.signing import (
     CallbackVerifier,
@@ -63,6 +63,7 @@ __all__ = [
     "is_tool_call",
     "rate_limit_key",
     "cache_key",
+    "exempt_hub_requests",
     "tool",
     "tool_defaults",
     "tool_result",
