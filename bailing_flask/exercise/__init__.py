@@ -224,7 +224,8 @@ class _Exercise:
         elif base_url:
             why = f"the scheme of BAILING_BASE_URL {base_url}"
         else:
-            why = "BAILING_BASE_URL is not set; --https sends https"
+            why = "BAILING_BASE_URL is not set: Flask's PREFERRED_URL_SCHEME" + (
+                "; --https sends https" if self.hub.scheme == "http" else "")
         return f"  requests: over {self.hub.scheme} ({why})"
 
     # -- who answered --------------------------------------------------------------------
