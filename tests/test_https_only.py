@@ -153,13 +153,16 @@ def test_the_pytest_fixture_follows_BAILING_BASE_URL(pytester):
     result.assert_outcomes(passed=1)
 
 
-def test_flask_bailing_call_sends_https_and_the_console_client(monkeypatch):
+def test_flask_bailing_call_sends_https_and_the_console_client():
     app = create_app(base_url=PUBLIC)
     result = app.test_cli_runner().invoke(
         args=["bailing", "call", "api_ticket_search", '{"status": "open"}', "--subject", "t1:bob"])
     assert result.exit_code == 0, result.output
     assert "> X-Bailing-Client: admin-debug" in result.output.splitlines()
     assert '"secure": true' in result.output
+    with_url = app.test_cli_runner().invoke(
+        args=["bailing", "call", "api_ticket_search", "--url", "http://127.0.0.1:9", "--https"])
+    assert with_url.exit_code == 2 and "the URL's scheme decides" in with_url.output
 
 
 # -- the internal http hop, over a socket -----------------------------------------------------------------

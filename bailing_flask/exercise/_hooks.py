@@ -61,7 +61,10 @@ def hook_expression(func: Any) -> str:
     name = getattr(func, "__name__", "hook")
     if owner is not None and not isinstance(owner, type):
         return f"{type(owner).__name__.lower()}.{name}"
-    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', name)}"
+    qualname = str(getattr(func, "__qualname__", name))
+    if "<locals>" in qualname:  # made inside the extension's init_app: only Flask holds it
+        return f"<the function {qualname} in app.before_request_funcs>"
+    return f"{getattr(func, '__module__', '?')}.{qualname}"
 
 
 def https_redirect(status: int, location: str | None, scheme: str) -> bool:
