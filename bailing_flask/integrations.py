@@ -188,7 +188,7 @@ def exempt_hub_requests(app: Flask, hook: Callable[[], Any]) -> Callable[[], Any
     runs ``hook`` for every other request::
 
         talisman = Talisman(app)
-        bailing_flask.exempt_hub_requests(app, talisman._force_https)
+        bailing_flask.integrations.exempt_hub_requests(app, talisman._force_https)
 
     Only a **verified** signature counts. The signature is checked below
     Flask, before any ``before_request`` function runs: a request with a bad

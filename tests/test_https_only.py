@@ -6,7 +6,7 @@ redirected and the fix they printed (a first line for the hook) could not
 be applied to another package's hook. They now send the scheme of
 ``BAILING_BASE_URL`` (or ``--https``), and a hub that reaches the app over
 an internal http hop gets Talisman to step aside for its verified requests
-only (:func:`bailing_flask.exempt_hub_requests`), which is proven here
+only (:func:`bailing_flask.integrations.exempt_hub_requests`), which is proven here
 against real Talisman over a socket, unsigned and forged requests included.
 """
 
@@ -64,7 +64,7 @@ def test_talismans_redirect_is_named_with_a_fix_that_fits_another_packages_hook(
     assert result.culprit == ("flask-talisman: before_request function "
                               "flask_talisman.talisman.Talisman._force_https answered 302")
     assert "set BAILING_BASE_URL to it (or pass --https)" in result.fix
-    assert "bailing_flask.exempt_hub_requests(app, talisman._force_https)" in result.fix
+    assert "bailing_flask.integrations.exempt_hub_requests(app, talisman._force_https)" in result.fix
     assert "as its first line" not in result.fix  # Talisman's hook is not the app's to edit
 
 
@@ -233,11 +233,11 @@ def test_behind_a_tls_proxy_the_hub_calls_the_https_url_and_talisman_stays_quiet
 def test_exempt_hub_requests_names_a_function_that_is_not_a_hook():
     app = Flask("plain")
     with pytest.raises(ConfigurationError, match="is not a before_request function of 'plain'"):
-        bailing_flask.exempt_hub_requests(app, create_app)
+        bailing_flask.integrations.exempt_hub_requests(app, create_app)
 
 
 def test_exempting_twice_changes_nothing():
     app = create_app(base_url=INTERNAL, exempt=True)
     hook = app.before_request_funcs[None][0]
-    again = bailing_flask.exempt_hub_requests(app, hook.__wrapped__)
+    again = bailing_flask.integrations.exempt_hub_requests(app, hook.__wrapped__)
     assert again is hook and app.before_request_funcs[None].count(hook) == 1

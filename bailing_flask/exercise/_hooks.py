@@ -3,7 +3,7 @@
 A guard the app wrote takes ``if bailing_flask.is_hub_request(): return None``
 as its first line. A function of an installed package (Flask-Talisman's
 ``force_https`` redirect, say) cannot be edited: the fix for it is
-:func:`bailing_flask.exempt_hub_requests`, which wraps it where the app
+:func:`bailing_flask.integrations.exempt_hub_requests`, which wraps it where the app
 registered it. A redirect from ``http`` to ``https`` says the exercise's
 requests arrived over plain http, which is what the hub does only where it
 calls an ``http`` base URL: the fix names both ways out.
@@ -76,8 +76,8 @@ def https_fix(base_url: str | None, func: Any = None) -> str:
     """The two ways out of an HTTPS redirect of the exercise's (plain http) requests."""
     stated = (f"BAILING_BASE_URL is {base_url}" if base_url
               else "BAILING_BASE_URL is not set")
-    exempt = (f"bailing_flask.exempt_hub_requests(app, {hook_expression(func)})" if func is not None
-              else "bailing_flask.exempt_hub_requests(app, <the hook that redirects>)")
+    exempt = (f"bailing_flask.integrations.exempt_hub_requests(app, {hook_expression(func)})" if func is not None
+              else "bailing_flask.integrations.exempt_hub_requests(app, <the hook that redirects>)")
     owner = getattr(func, "__self__", None)
     named = (f" ({hook_expression(func).split('.', 1)[0]}: your {type(owner).__name__} object)"
              if owner is not None and not isinstance(owner, type) else "")
@@ -91,6 +91,6 @@ def https_fix(base_url: str | None, func: Any = None) -> str:
 def foreign_hook_fix(func: Any, package: str) -> str:
     """The fix for a hook of an installed package, which cannot take the one line."""
     return (f"this function of {package} is not yours to edit: make it step aside for verified hub "
-            f"requests with bailing_flask.exempt_hub_requests(app, {hook_expression(func)}), after "
+            f"requests with bailing_flask.integrations.exempt_hub_requests(app, {hook_expression(func)}), after "
             f"{package} registered it; the gate still checks the signature, subject, arguments and "
             "authorization")

@@ -26,6 +26,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import bailing_flask
 from bailing_flask import Bailing, Param, current_call, tool
+from bailing_flask.integrations import exempt_hub_requests
 
 from ..helpers import STRONG_SECRET
 from .doctor_apps import ForwardingProxy
@@ -93,7 +94,7 @@ def create_app(*, base_url: str | None = None, exempt: bool = False, proxy_fix: 
 
     app.register_blueprint(api)
     if exempt:
-        bailing_flask.exempt_hub_requests(app, talisman._force_https)
+        exempt_hub_requests(app, talisman._force_https)
     if proxy_fix:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_proto=1)  # type: ignore[method-assign]
     return app

@@ -6,7 +6,7 @@ from flask import Flask
 from flask_talisman import Talisman
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-import bailing_flask
+from bailing_flask.integrations import exempt_hub_requests
 
 
 # [start:talisman]
@@ -20,5 +20,5 @@ def https_only(app: Flask) -> None:
     if (app.config["BAILING_BASE_URL"] or "").startswith("http://"):
         # the hub calls from inside the network over plain http: its verified
         # requests are not redirected, every other request still is
-        bailing_flask.exempt_hub_requests(app, talisman._force_https)
+        exempt_hub_requests(app, talisman._force_https)
     # [end:internal-hop]
