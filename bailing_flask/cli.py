@@ -69,7 +69,7 @@ def _print_problems(problems, stream=None) -> None:  # type: ignore[no-untyped-d
 @click.option("--indent", type=int, default=None, help="Pretty-print with this indent.")
 def export_command(output: str | None, indent: int | None) -> None:
     """Write the tool catalog (OpenAPI 3 + x-agent-capability). Errors stop the export."""
-    catalog = _state().catalog()
+    catalog = _state().catalog(log_findings=False)  # printed below, once
     warnings = [f for f in catalog.findings if f.severity == "warning"]
     if catalog.errors:
         _print_findings(catalog.errors, sys.stderr)
@@ -121,10 +121,13 @@ def _registration() -> list[str]:
               help="With --exercise: send only the probe requests, which the gate refuses (the "
                    "before_request functions, the subject loader and the authorizer run; no decorator "
                    "of a view, no view).")
+@click.option("--https", is_flag=True,
+              help="With --exercise: send the requests as arriving over HTTPS, behind TLS (default: "
+                   "the scheme of BAILING_BASE_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings (and the exercise) as JSON.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
-def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, as_json: bool,
-                  strict: bool) -> None:
+def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, https: bool,
+                  as_json: bool, strict: bool) -> None:
     """Lint the catalog like the hub compiles it, and the configuration; exit 1 on errors.
 
     With --exercise, every tool also gets the hub's request with the probe
@@ -142,8 +145,8 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, a
     from bailing_flask.config_check import check_all
 
     state = _state()
-    if (subjects or probe_only) and not exercise:
-        raise click.UsageError("--subject and --probe-only go with --exercise")
+    if (subjects or probe_only or https) and not exercise:
+        raise click.UsageError("--subject, --probe-only and --https go with --exercise")
     if exercise and not state.has_secret:
         raise click.ClickException(
             "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
@@ -151,7 +154,7 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, a
     if not state.has_secret:
         click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
                    "every hub request (503 not_configured) until it holds the provider secret", err=True)
-    catalog = state.catalog()
+    catalog = state.catalog(log_findings=False)  # printed below, once
     problems = check_all(state)
     errors = len(catalog.errors) + sum(1 for p in problems if p.severity == "error")
     warnings = sum(1 for f in catalog.findings if f.severity == "warning") + sum(
@@ -172,7 +175,7 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, a
             click.echo("")
 
         report = run_exercise(current_app._get_current_object(), subject=subjects,  # type: ignore[attr-defined]
-                              probe_only=probe_only,
+                              probe_only=probe_only, https=https or None,
                               on_plan=lambda plan: click.echo(plan + "\n", err=as_json))
         failed = failed or not report.ok
     if as_json:
@@ -429,8 +432,15 @@ def _show_response(response) -> None:  # type: ignore[no-untyped-def]
 @click.option("--catalog-url", default=None,
               help="With --url: the spec_url, when it is not URL + /.well-known/bailing/tools.json "
                    "(BAILING_BASE_URL without the app's mount prefix).")
+@click.option("--client", default="admin-debug", show_default=True,
+              help="X-Bailing-Client: admin-debug as the console's debug invoke sends it; '' for a "
+                   "job no client triggered, or a client's app id.")
+@click.option("--https", is_flag=True,
+              help="In-process: send the call as arriving over HTTPS, behind TLS (default: the scheme "
+                   "of BAILING_BASE_URL).")
 def call_command(tool_name: str, args_json: str, subject: str | None, job_id: str | None,
-                 url: str | None, secret: str | None, catalog_url: str | None) -> None:
+                 url: str | None, secret: str | None, catalog_url: str | None, client: str,
+                 https: bool) -> None:
     """Make one signed call exactly as the hub would; print request and response.
 
     The tool is looked up in the catalog that is actually served (fetched
@@ -444,10 +454,13 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
         raise click.BadParameter(f"not JSON: {exc}", param_hint="ARGS_JSON") from None
     if not isinstance(args, dict):
         raise click.BadParameter("must be a JSON object", param_hint="ARGS_JSON")
+    if https and url:
+        raise click.UsageError("--https is for the in-process call: with --url the URL's scheme decides")
     target = url or current_app._get_current_object()  # type: ignore[attr-defined]
-    # a call as in a real admin-triggered job: empty client, idempotency key on side effects
-    hub = HubSimulator(target, secret or _first_secret(), client="",
-                       catalog_url=catalog_url if url else None)
+    # the console's debug invoke names itself admin-debug; the idempotency key of a real job is
+    # still sent on side effects, so that --job shows the idempotency record answering
+    hub = HubSimulator(target, secret or _first_secret(), client=client,
+                       catalog_url=catalog_url if url else None, https=https or None)
     try:
         missing = hub.missing_path_arguments(tool_name, args)
         if missing:
@@ -480,13 +493,16 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
 @click.option("--policy", type=click.Choice(["signed_required", "public_allowed"]),
               default="signed_required", show_default=True, help="The catalog access policy in the hub.")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--cacert", type=click.Path(dir_okay=False), default=None,
+              help="Verify an https server against the CA certificates in this PEM file instead of "
+                   "the system's (a self-signed or internal CA the hub trusts).")
 @click.option("--no-write-tools", "write_tools", flag_value=False, default=True,
               help="Send no request to POST/PUT/PATCH/DELETE tools (skips the write_tools check).")
 @click.option("--verbose", is_flag=True, help="Show details of passing checks too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_command(url: str | None, catalog_url: str | None, subject: str | None,
-                   secret: str | None, policy: str, timeout: float, write_tools: bool, verbose: bool,
-                   as_json: bool) -> None:
+                   secret: str | None, policy: str, timeout: float, cacert: str | None,
+                   write_tools: bool, verbose: bool, as_json: bool) -> None:
     """Check a live deployment the way the hub will see it; exit 1 on any failure.
 
     Prints the base_url to register: BAILING_BASE_URL, or else where the app's
@@ -504,7 +520,7 @@ def doctor_command(url: str | None, catalog_url: str | None, subject: str | None
         report = run_doctor(url, secret or _first_secret(), catalog_url=catalog_url,
                             subject=subject, timeout=timeout, policy=policy,  # type: ignore[arg-type]
                             expected_base_url=expected, expected_source=source,
-                            write_tools=write_tools)
+                            write_tools=write_tools, cacert=cacert)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     if as_json:

@@ -128,12 +128,19 @@ class BailingState:
                 self._final = started
         return current
 
-    def catalog(self) -> Catalog:
-        """The catalog of the current registry, memoised with it (and with the path map)."""
+    def catalog(self, *, log_findings: bool = True) -> Catalog:
+        """The catalog of the current registry, memoised with it (and with the path map).
+
+        Its findings are logged once per process when it is built;
+        ``log_findings=False`` counts them as shown without logging them
+        (``flask bailing check`` prints them itself).
+        """
         registry = self.registry()
         paths = self.path_map()
         catalog = self._catalog
         if catalog is not None and self._registry is registry and catalog.path_map == paths:
+            if not log_findings:
+                self._log_findings(catalog, emit=False)
             return catalog
         with self._lock:
             if (self._catalog is None or self._registry is not registry
@@ -146,9 +153,11 @@ class BailingState:
                     path_map=paths,
                 )
                 self._catalog = catalog
-                self._log_findings(catalog)
+                self._log_findings(catalog, emit=log_findings)
             else:
                 catalog = self._catalog
+                if not log_findings:
+                    self._log_findings(catalog, emit=False)
         return catalog
 
     def path_map(self) -> PathMap | None:
@@ -160,15 +169,20 @@ class BailingState:
         """
         return path_map_for(self.middleware, self.app, request.environ if has_request_context() else None)
 
-    def _log_findings(self, catalog: Catalog) -> None:
+    def _log_findings(self, catalog: Catalog, emit: bool = True) -> None:
         for finding in catalog.findings:
             key = ("finding", finding.code, finding.path)
-            if finding.severity == "error":
+            if not emit:
+                self._warned.add(key)
+            elif finding.severity == "error":
                 self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message,
                                level=logging.ERROR)
             elif finding.severity == "warning":
                 self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message)
         for excluded in catalog.excluded:
+            if not emit:
+                self._warned.add(("excluded", excluded))
+                continue
             self.warn_once(("excluded", excluded),
                            "bailing: %s is left out of the served catalog because of the errors above",
                            excluded, level=logging.ERROR)

@@ -21,7 +21,10 @@ hub call with one line, and only a hub call:
   ``current_user`` is the subject loader's user for an admitted call, and
   only for one;
 * :func:`exempt_tool_calls_from_csrf`: Flask-WTF's ``CSRFProtect`` skips
-  verified tool calls and nothing else (installed automatically).
+  verified tool calls and nothing else (installed automatically);
+* :func:`exempt_hub_requests`: a ``before_request`` function of another
+  package (Flask-Talisman's HTTPS redirect) steps aside for requests whose
+  hub signature verified, and for nothing else.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ __all__ = [
     "cache_key",
     "FlaskLoginBridge",
     "exempt_tool_calls_from_csrf",
+    "exempt_hub_requests",
 ]
 
 logger = logging.getLogger("bailing_flask")
@@ -166,6 +170,63 @@ def _first_arrival(environ: dict[str, Any], signature: str) -> bool:
                         "whether a call is a replay (%s); replays count for their subject until "
                         "it answers", type(exc).__name__)
         return True
+
+
+# -- another package's before_request function ----------------------------------------------
+
+_EXEMPTS_ATTR = "__bailing_exempts__"
+
+
+def exempt_hub_requests(app: Flask, hook: Callable[[], Any]) -> Callable[[], Any]:
+    """Make a ``before_request`` function of another package step aside for hub requests.
+
+    :func:`is_hub_request` is the first line of a guard you wrote; an
+    extension's hook (Flask-Talisman's ``force_https`` redirect, say) is not
+    yours to edit. This replaces ``hook`` wherever ``app`` registered it with
+    a function that returns ``None`` for a request whose hub signature
+    verified (a tool call, the authorization probe, the catalog fetch) and
+    runs ``hook`` for every other request::
+
+        talisman = Talisman(app)
+        bailing_flask.integrations.exempt_hub_requests(app, talisman._force_https)
+
+    Only a **verified** signature counts. The signature is checked below
+    Flask, before any ``before_request`` function runs: a request with a bad
+    or stale signature is answered ``401`` there and never reaches ``hook``
+    nor the app, and an unsigned request -- a browser's, or one to the
+    package's own endpoints -- meets ``hook`` as before. The hub's POSTs to
+    the callback endpoints verify inside the endpoint, after the
+    ``before_request`` functions, so they are not exempted. The gate still
+    checks the subject, the arguments and the authorization of every call.
+
+    Call it after the extension registered ``hook`` (and after
+    ``register_blueprint`` for a blueprint's hook). Returns the replacement.
+
+    :raises ConfigurationError: ``hook`` is not a ``before_request``
+        function of ``app``.
+    """
+    from bailing_flask.errors import ConfigurationError
+
+    @functools.wraps(hook)
+    def step_aside_for_hub() -> Any:
+        if request.environ.get(ENVIRON_KEY) is not None:  # verified by the middleware
+            return None
+        return current_app.ensure_sync(hook)()
+
+    setattr(step_aside_for_hub, _EXEMPTS_ATTR, True)
+    found: Callable[[], Any] | None = None
+    for funcs in app.before_request_funcs.values():
+        for index, func in enumerate(funcs):
+            if func == hook:
+                funcs[index] = found = step_aside_for_hub
+            elif getattr(func, _EXEMPTS_ATTR, False) and getattr(func, "__wrapped__", None) == hook:
+                found = found or func  # exempted already
+    if found is None:
+        raise ConfigurationError(
+            f"exempt_hub_requests: {_qualname(hook)} is not a before_request function of "
+            f"{app.name!r}: call it after the extension registered it (and after register_blueprint "
+            "for a blueprint's function)")
+    return found
 
 
 # -- Flask-Caching ---------------------------------------------------------------------

@@ -167,6 +167,11 @@ class HubSimulator:
     :param clock: current Unix time, to test the window.
     :param client_token: the client token the hub signs its POSTs with;
         defaults to the app's first ``BAILING_CLIENT_TOKENS``.
+    :param https: in-process, send the requests as arriving over HTTPS
+        (``wsgi.url_scheme`` ``https``, ``HTTPS=on``, port 443), as the app
+        sees them behind TLS. The default follows the scheme of the app's
+        ``BAILING_BASE_URL``, else the test client's (Flask's
+        ``PREFERRED_URL_SCHEME``). For a URL target its scheme decides.
     """
 
     def __init__(
@@ -179,6 +184,7 @@ class HubSimulator:
         clock: Any = time.time,
         timeout: float = 30.0,
         client_token: str | None = None,
+        https: bool | None = None,
     ) -> None:
         self.secret = secret
         self._client_token = client_token
@@ -193,18 +199,24 @@ class HubSimulator:
             parts = urlsplit(target)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError(f"not an http(s) base URL: {target!r}")
+            if https is not None and https != (parts.scheme == "https"):
+                raise ValueError(f"https={https} contradicts the scheme of {target!r}")
             self._app = None
             self._scheme, self._netloc = parts.scheme, parts.netloc
             self._prefix = parts.path.rstrip("/")
         else:
             self._app = target
             self._scheme, self._netloc, self._prefix = "http", "localhost", ""
+        #: in-process: the environ of a request that arrived over HTTPS (or over HTTP), when
+        #: stated; otherwise the test client's default scheme
+        self._scheme_environ: dict[str, str] = {}
         # in-process: the test client serves the app under APPLICATION_ROOT (its
         # SCRIPT_NAME); a public prefix in front of that is removed like a proxy would
         self._script_name = ""
         self._mount = ""
         if self._app is not None:
             self._in_process_paths()
+            self._in_process_scheme(https)
         self.catalog_path = self._catalog_path(catalog_url)
         self._document: dict[str, Any] | None = None
 
@@ -224,6 +236,31 @@ class HubSimulator:
         # tool calls go to base_url + catalog path; without BAILING_BASE_URL the
         # base URL is where the app's root is served
         self._prefix = middleware.base_url.path if middleware.base_url is not None else self._mount
+
+    def _in_process_scheme(self, https: bool | None) -> None:
+        """How an in-process request arrives: ``https=``, else the scheme of ``BAILING_BASE_URL``.
+
+        The hub signs only the path and query, so the scheme changes nothing
+        it signs; it changes what the app's own hooks see (``request.is_secure``,
+        ``request.url``): an HTTPS-only app redirects every ``http`` request.
+        """
+        from bailing_flask._state import state_of
+
+        if https is None:
+            base_url = state_of(self._app).middleware.base_url  # type: ignore[arg-type]
+            if base_url is None:
+                return  # the test client's default (PREFERRED_URL_SCHEME)
+            https = base_url.origin.startswith("https:")
+        self._scheme = "https" if https else "http"
+        self._scheme_environ = ({"wsgi.url_scheme": "https", "HTTPS": "on", "SERVER_PORT": "443"}
+                                if https else {"wsgi.url_scheme": "http", "SERVER_PORT": "80"})
+
+    @property
+    def scheme(self) -> str:
+        """``https`` or ``http``: how the requests arrive (in-process: as the app sees them)."""
+        if self._app is not None and not self._scheme_environ:
+            return str(self._app.config.get("PREFERRED_URL_SCHEME") or "http")
+        return self._scheme
 
     def _catalog_path(self, catalog_url: str | None) -> str:
         if catalog_url is None:
@@ -256,7 +293,7 @@ class HubSimulator:
             response = client.open(
                 path, method=method, query_string=query, data=body, headers=dict(headers),
                 environ_overrides={"REQUEST_URI": raw_target, "RAW_URI": raw_target,
-                                   **(environ or {})},
+                                   **self._scheme_environ, **(environ or {})},
             )
             return HubResponse(response.status_code, dict(response.headers), response.get_data(), request)
         connection_class = (

@@ -160,10 +160,11 @@ def uwsgi_executable() -> str:
 
 
 @contextmanager
-def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what: str) -> Iterator[str]:
+def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what: str,
+                log_path: Path | None = None) -> Iterator[str]:
     environment = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     # a file, not a pipe nobody reads: a server that logs a lot would block once it is full
-    log = tempfile.TemporaryFile()
+    log = open(log_path, "w+b") if log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
     proc = subprocess.Popen(command, env=environment, cwd=str(ROOT),
                             stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -194,13 +195,17 @@ def uwsgi_serving(module: str, env: dict[str, str] | None = None,
     return _subprocess(command, port, env, "uWSGI")
 
 
-def gunicorn_serving(app_spec: str, env: dict[str, str] | None = None, workers: int = 1) -> Any:
-    """gunicorn on ``app_spec`` (e.g. ``"tests.apps.live_apps:middleware_app()"``)."""
+def gunicorn_serving(app_spec: str, env: dict[str, str] | None = None, workers: int = 1,
+                     log_path: Path | None = None) -> Any:
+    """gunicorn on ``app_spec`` (e.g. ``"tests.apps.live_apps:middleware_app()"``).
+
+    ``log_path``: keep what the server printed there (it is read after the block).
+    """
     port = _free_port()
     # a worker that imports the app slowly on a busy machine is not one that hangs
     command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
                "--graceful-timeout", "2", "--timeout", "120", app_spec]
-    return _subprocess(command, port, env, "gunicorn")
+    return _subprocess(command, port, env, "gunicorn", log_path)
 
 
 @pytest.fixture

@@ -34,24 +34,33 @@ def live_server() -> Iterator[Callable[..., str]]:
     """Start WSGI apps on real loopback sockets (Werkzeug's threaded server).
 
     Returns a function ``start(app) -> base_url``; every server is shut down
-    at the end of the test.
+    at the end of the test. ``start(app, tls=(certfile, keyfile))`` serves
+    HTTPS (see the ``self_signed_certificate`` fixture).
     """
     servers = []
 
-    def start(app: object) -> str:
-        server = make_server("127.0.0.1", 0, app, threaded=True)  # type: ignore[arg-type]
+    def start(app: object, tls: tuple[str, str] | None = None) -> str:
+        server = make_server("127.0.0.1", 0, app, threaded=True, ssl_context=tls)  # type: ignore[arg-type]
         # a short poll interval lets shutdown() return in milliseconds, not 0.5 s
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
                                   daemon=True)
         thread.start()
         servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_port}"
+        return f"{'https' if tls else 'http'}://127.0.0.1:{server.server_port}"
 
     yield start
     for server, thread in servers:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def self_signed_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """``(certfile, keyfile)``: a self-signed certificate for 127.0.0.1 and localhost (openssl)."""
+    from .helpers import make_self_signed_certificate
+
+    return make_self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

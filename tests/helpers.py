@@ -140,6 +140,18 @@ def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) 
     return subprocess.run([sys.executable, "-m", "flask", "--app", app_spec, *args], cwd=root,
                           env=environ, capture_output=True, text=True, timeout=600, check=False)
 
+def make_self_signed_certificate(directory: Path) -> tuple[str, str]:
+    """A self-signed certificate (its own CA) for ``127.0.0.1`` and ``localhost``, made with openssl."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=120,
+    )
+    return str(cert), str(key)
+
+
 #: the script that sends requests with node's fetch, as the hub does
 HUB_FETCH_SCRIPT = Path(__file__).resolve().parent / "hub_fetch.mjs"
 

@@ -101,6 +101,37 @@ def test_call_against_a_live_url(live_server):
     assert "> GET /api/orders?keyword=%E5%BC%A0%E4%B8%89+%E9%80%80%E6%AC%BE" in result.output
 
 
+def client_echo_app() -> Flask:
+    from flask import jsonify
+
+    from bailing_flask import current_call
+
+    app = Flask("client_echo")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.get("/whoami")
+    @tool(scope="whoami.read")
+    def whoami():
+        """The unsigned client header the app received."""
+        return jsonify(client=current_call.unsigned.client)
+
+    return app
+
+
+def test_call_names_itself_admin_debug_like_the_consoles_debug_invoke(live_server):
+    runner = client_echo_app().test_cli_runner()
+    result = runner.invoke(args=["bailing", "call", "whoami"])
+    assert result.exit_code == 0, result.output
+    assert "> X-Bailing-Client: admin-debug" in result.output.splitlines()
+    assert '"client": "admin-debug"' in result.output
+    base = live_server(client_echo_app())
+    other = runner.invoke(args=["bailing", "call", "whoami", "--url", base, "--client", "crm"])
+    assert other.exit_code == 0 and '"client": "crm"' in other.output, other.output
+    empty = runner.invoke(args=["bailing", "call", "whoami", "--url", base, "--client", ""])
+    assert "> X-Bailing-Client: " in empty.output.splitlines() and '"client": ""' in empty.output
+
+
 def test_call_with_unknown_tool_or_bad_json():
     app, _ = create_authz_app()
     runner = app.test_cli_runner()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -26,6 +28,8 @@ from existing_app.models import Refund, User  # noqa: E402
 
 
 def seeded(**config: Any) -> Flask:
+    # the app serves https only (Flask-Talisman): the tests' browsers come over https, as real ones do
+    config.setdefault("PREFERRED_URL_SCHEME", "https")
     app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://", **config)
     with app.app_context():
         db.create_all()
@@ -77,6 +81,7 @@ def test_the_guards_step_aside_for_hub_calls_only(app, hub):
 def test_csrf_stays_on_for_browsers_and_the_shared_route_reads_one_way(app, hub):
     assert hub.call("api_feedback", {"text": "from the agent"}, subject="t1:alice").status == 201
     browser = app.test_client()
+    browser.environ_base["HTTP_REFERER"] = "https://localhost/login"  # Flask-WTF checks it over https
     token = browser.get("/login").json["csrf_token"]
     browser.post("/login", data={"login": "bob", "csrf_token": token})
     assert browser.post("/api/v1/feedback", json={"text": "hi"}).status_code == 400  # no token
@@ -153,3 +158,45 @@ def test_the_exercise_plan_the_cli_page_shows_is_real_output():
     shown = GUIDE_PLAN.read_text().splitlines()
     assert shown and lines[lines.index(shown[0]):lines.index(shown[0]) + len(shown)] == shown, result.output
     assert lines.index(shown[0]) < lines.index("PASS  fetch    catalog: answered by bailing_flask: HTTP 200")
+
+
+# -- HTTPS only: Flask-Talisman --------------------------------------------------------------
+
+TALISMAN_OUTPUT = GUIDE_OUTPUT.with_name("exercise-talisman.txt")
+INTERNAL = "http://shop-api.internal:8000"
+
+
+def test_the_guides_app_redirects_plain_http_and_the_hub_calls_https(app, hub):
+    browser = seeded(PREFERRED_URL_SCHEME="http").test_client()
+    redirected = browser.get("/api/v1/me")
+    assert redirected.status_code == 302 and redirected.location == "https://localhost/api/v1/me"
+    response = hub.call("api_me", subject="t1:alice")  # BAILING_BASE_URL is https: so is the call
+    assert response.status == 200 and "Strict-Transport-Security" in response.headers
+
+
+def test_the_guides_talisman_failure_is_real_output():
+    app = seeded(BAILING_BASE_URL=None, PREFERRED_URL_SCHEME="http")
+    result = flask_cli(app, "bailing", "check", "--exercise")
+    assert result.exit_code == 1
+    shown = TALISMAN_OUTPUT.read_text().splitlines()
+    assert shown and all(line in result.output.splitlines() for line in shown), result.output
+    assert flask_cli(app, "bailing", "check", "--exercise", "--https").exit_code == 0
+
+
+def test_the_guides_internal_hop_is_exempt_for_verified_hub_requests_only(live_server):
+    base = live_server(seeded(BAILING_BASE_URL=INTERNAL, PREFERRED_URL_SCHEME="http"))
+    hub = HubSimulator(base, STRONG_SECRET)
+    assert hub.call("api_me", subject="t1:alice").json() == {"login": "alice", "tenant": "t1"}
+
+    def status(path: str, headers: dict[str, str]) -> int:
+        conn = http.client.HTTPConnection(urlsplit(base).netloc, timeout=60)
+        conn.request("GET", path, headers=headers)
+        answer = conn.getresponse().status
+        conn.close()
+        return answer
+
+    assert status("/api/v1/me", {}) == 302  # a browser over http is still sent to https
+    assert status("/.well-known/bailing/tools.json", {}) == 302
+    forged = signed_headers("a-guess-" + "x" * 40, "GET", "/api/v1/me", subject="t1:alice")
+    assert status("/api/v1/me", forged) == 401  # refused below Flask, before Talisman's hook
+    assert run_exercise(seeded(BAILING_BASE_URL=INTERNAL, PREFERRED_URL_SCHEME="http")).ok

@@ -97,6 +97,23 @@ def test_row_limiter_keyed_on_the_remote_address():
     assert "bailing_flask.rate_limit_key" in one(report, "limiter", "config").fix
 
 
+def test_a_hand_written_remote_address_key_is_found_by_what_the_limiter_counts():
+    # `lambda: request.remote_addr` is not called get_remote_address: the exercise sends two
+    # subjects' calls from one address and sees Flask-Limiter count them in one bucket
+    report = run_exercise(create_app(limiter_key="lambda", fresh_tool=False))
+    assert list(failures(report)) == [("limiter", "config")], report.render()
+    result = one(report, "limiter", "config")
+    assert result.culprit == "Flask-Limiter (key_func=tests.apps.legacy_app.create_app.<locals>.<lambda>)"
+    assert "'1000 per 1 minute'" in result.summary and "'127.0.0.1'" in result.summary
+    assert "bailing_flask.rate_limit_key" in result.fix
+    assert exercise_apps.RAN == []
+
+
+def test_a_limiter_keyed_on_the_subject_passes_the_two_users_check():
+    result = one(run_exercise(create_app(fresh_tool=False)), "limiter", "config")
+    assert result.status == "pass" and "a bucket each" in result.summary
+
+
 def test_row_limiter_that_answers_429_is_named():
     report = run_exercise(create_app(limiter_key="remote", limit="2/minute", fresh_tool=False))
     limited = [r for r in report.results if r.culprit and "Flask-Limiter: before_request" in r.culprit]
@@ -131,7 +148,7 @@ def test_fresh_login_required_can_never_pass():
 @pytest.mark.parametrize("factory, check, culprit, fix", [
     (exercise_apps.redirecting, "probe",
      "before_request function tests.apps.exercise_apps.redirecting.<locals>.force_https answered 301",
-     "is_hub_request"),
+     "set BAILING_BASE_URL to it (or pass --https)"),
     (exercise_apps.aborting_404, "probe",
      "before_request function tests.apps.exercise_apps.aborting_404.<locals>.retired_api_versions raised NotFound",
      "is_hub_request"),

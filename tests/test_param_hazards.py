@@ -169,3 +169,51 @@ def test_flask_bailing_check_shows_them() -> None:
 def test_a_reason_is_mandatory(value: Any) -> None:
     with pytest.raises(ToolDeclarationError, match="model_chooses"):
         tool(scope="x.read", model_chooses=value)(lambda: None)
+
+
+def search_app() -> Flask:
+    """A support desk's ticket search filtered by department, and the identity parameters it must not take."""
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.get("/tickets")
+    @tool(scope="ticket.read", params=[Param("department", description="Only this department's tickets."),
+                                       Param("departmentIds", description="Or these departments'."),
+                                       Param("status", description="open or closed.")])
+    def tickets() -> Any:
+        """Search tickets."""
+        return {"tickets": []}
+
+    @app.get("/reports")
+    @tool(scope="report.read", params=[Param("tenant_id", description="Tenant."),
+                                       Param("user_id", description="User."),
+                                       Param("owner", description="Owner."),
+                                       Param("account_id", description="Account."),
+                                       Param("X-Department", location="header", description="Acting department.")])
+    def reports() -> Any:
+        """Read reports."""
+        return {"reports": []}
+
+    return app
+
+
+def test_a_department_search_filter_of_a_read_tool_is_not_an_identity_parameter() -> None:
+    assert findings_of(search_app(), "GET /tickets") == {}
+
+
+def test_tenant_user_owner_account_and_a_department_header_stay_identity_parameters() -> None:
+    identity = findings_of(search_app(), "GET /reports")["identity_param"]
+    assert identity.message.startswith(
+        "parameters 'tenant_id' (tenant), 'user_id' (user), 'owner' (user), 'account_id' (tenant), "
+        "'X-Department' (department) of 'reports'")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("account_id", ("identity_param", "tenant")),
+    ("accountId", ("identity_param", "tenant")),
+    ("X-Account-Id", ("identity_param", "tenant")),
+    ("bank_account_id", None),
+])
+def test_account_ids_are_the_tenant_but_not_every_account(name: str, expected: Any) -> None:
+    assert classify(name) == expected

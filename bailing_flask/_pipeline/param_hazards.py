@@ -19,6 +19,13 @@ Matching works on the words of a name (``tenantId``, ``X-Tenant-Id`` and
 ``tenant_id`` are all *tenant* + *id*) and on the schema's ``format``
 (``uri``, ``hostname``, ``password``). Nested body properties are checked
 too, named by their dotted path (``filter.tenant_id``, ``hooks[].url``).
+
+A department is not always the actor's: on a read-only tool, a
+``department`` (or ``dept``) outside the headers picks which rows to read,
+as any column filter does (``GET /tickets?department=billing``), and is
+not reported. The tenant, the user, roles and permissions are reported on
+every tool: a tenant filter the model chooses is how one tenant reads
+another's rows.
 """
 
 from __future__ import annotations
@@ -112,6 +119,8 @@ def classify(name: str, schema: Any = None) -> tuple[str, str] | None:
                 return CREDENTIAL, "token"
             if word in ("org", "organization", "organisation", "workspace") and after == "id":
                 return IDENTITY, "tenant"
+            if word == "account" and after in ("id", "ids") and words[:index] in ([], ["x"]):
+                return IDENTITY, "tenant"  # account_id, X-Account-Id; not bank_account_id
             found = _ANYWHERE.get(word)
             if found is not None:
                 return found
@@ -134,14 +143,20 @@ def _from_schema(schema: Any) -> tuple[str, str] | None:
     return None
 
 
-def _parameters(tool: Tool) -> Iterator[tuple[str, Any]]:
-    """``(name, schema)`` of every parameter the model fills: path, query, header, body (nested)."""
+def _parameters(tool: Tool) -> Iterator[tuple[str, Any, str]]:
+    """``(name, schema, in)`` of every parameter the model fills: path, query, header, body (nested)."""
     for parameter in tool.parameters:
         name = parameter.get("name")
         if isinstance(name, str):
-            yield name, parameter.get("schema")
+            yield name, parameter.get("schema"), str(parameter.get("in") or "query")
     if tool.body_schema is not None:
-        yield from _properties(tool.body_schema, "", 0)
+        for name, schema in _properties(tool.body_schema, "", 0):
+            yield name, schema, "body"
+
+
+def _row_filter(tool: Tool, hazard: tuple[str, str], where: str) -> bool:
+    """A department that picks the rows a read-only tool reads (see the module docstring)."""
+    return hazard == (IDENTITY, "department") and tool.readonly and where != "header"
 
 
 def _properties(schema: Any, prefix: str, depth: int) -> Iterator[tuple[str, Any]]:
@@ -163,13 +178,13 @@ def param_findings(tool: Tool) -> list[Finding]:
     chosen = dict(tool.options.model_chooses or {})
     found: dict[str, list[tuple[str, str]]] = {}
     names: set[str] = set()
-    for name, schema in _parameters(tool):
+    for name, schema, where in _parameters(tool):
         if name in names or name in chosen:
             names.add(name)
             continue
         names.add(name)
         hazard = classify(name.rsplit(".", 1)[-1], schema)
-        if hazard is not None:
+        if hazard is not None and not _row_filter(tool, hazard, where):
             found.setdefault(hazard[0], []).append((name, hazard[1]))
     findings: list[Finding] = []
     key = tool.operation_key

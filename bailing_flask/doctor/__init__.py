@@ -70,7 +70,7 @@ from bailing_flask.doctor.constants import ZERO_SIGNATURE as ZERO_SIGNATURE
 from bailing_flask.doctor.report import CatalogAccess, Check, DoctorReport, ProbeOutcome
 from bailing_flask.doctor.report import CheckStatus as CheckStatus
 from bailing_flask.doctor.report import Policy as Policy
-from bailing_flask.doctor.transport import _parse_url
+from bailing_flask.doctor.transport import _parse_url, tls_context
 
 __all__ = [
     "CHECK_NAMES",
@@ -127,6 +127,7 @@ def run_doctor(
     expected_base_url: str | None = None,
     expected_source: str | None = None,
     write_tools: bool = True,
+    cacert: str | None = None,
 ) -> DoctorReport:
     """Examine a live deployment the way BailingHub would, and report.
 
@@ -147,6 +148,9 @@ def run_doctor(
         report (default ``"BAILING_BASE_URL"``).
     :param write_tools: ``False`` sends nothing to write tools (the
         ``write_tools`` check is skipped).
+    :param cacert: a PEM file of the CA certificates to verify an ``https``
+        server against instead of the system's (a self-signed or internal
+        CA that the hub is told to trust).
 
     Sends GET requests, the hub's POST authorization probe, and to each
     POST/PUT/PATCH/DELETE tool the hub's request as the probe subject with
@@ -163,6 +167,6 @@ def run_doctor(
         _parse_url(expected_base_url)
     doctor = _Doctor(base_url, secret, catalog_url=catalog_url, subject=subject, timeout=timeout,
                      clock=clock, policy=policy, expected_base_url=expected_base_url,
-                     expected_source=expected_source)
+                     expected_source=expected_source, tls=tls_context(cacert))
     doctor.send_writes = write_tools
     return doctor.run()

@@ -114,8 +114,7 @@ class _CatalogChecks(_Diagnosis):
                 "catalog.access", "fail",
                 f"inconclusive: the catalog fetch failed ({primary.error}); the hub keeps its old catalog",
                 detail=f"GET {url}",
-                fix="Make spec_url reachable from the hub (DNS, firewall, TLS certificate, "
-                    f"answer within {self.timeout:g} s).",
+                fix=_unreachable_fix(primary.error, self.timeout),
             ))
             return None
         if not primary.ok:
@@ -399,3 +398,13 @@ class _CatalogChecks(_Diagnosis):
                            fix="See `flask bailing check` for each warning's suggestion."))
         else:
             self.add(Check("catalog.lint", "pass", summary))
+
+
+def _unreachable_fix(error: str | None, timeout: float) -> str:
+    if error is not None and "CERTIFICATE_VERIFY_FAILED" in error:
+        return ("The server's certificate does not verify. A certificate of your own CA (or a "
+                "self-signed one): pass --cacert with that CA's PEM file, and make the hub's Node "
+                "trust it too (NODE_EXTRA_CA_CERTS); otherwise serve a certificate of a public CA "
+                "for this host name.")
+    return ("Make spec_url reachable from the hub (DNS, firewall, TLS certificate, "
+            f"answer within {timeout:g} s).")

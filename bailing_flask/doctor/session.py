@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ class _Session:
         policy: Policy,
         expected_base_url: str | None = None,
         expected_source: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.expected_base_url = expected_base_url.strip().rstrip("/") if expected_base_url else None
         self.expected_source = expected_source or "BAILING_BASE_URL"
@@ -53,7 +55,7 @@ class _Session:
         self.send_writes = True
         #: added to the doctor's clock once a clock difference is confirmed
         self.offset = 0.0
-        self.http = _Transport(timeout, clock)
+        self.http = _Transport(timeout, clock, tls)
         self.timeout = timeout
         self.state = _State()
         #: the two negative catalog probes, once sent

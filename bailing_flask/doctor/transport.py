@@ -140,10 +140,31 @@ def _decode_body(raw: bytes, encoding: str | None, limit: int) -> tuple[bytes, b
     return data[:limit], len(data) > limit or bool(decoder.unconsumed_tail)
 
 
+def tls_context(cacert: str | None = None) -> ssl.SSLContext:
+    """How the doctor checks a server's certificate: the system's CAs, or only those in ``cacert``.
+
+    ``cacert`` (a PEM file) is the CA the hub's own client is told to trust
+    for this source (Node's ``NODE_EXTRA_CA_CERTS``): a self-signed or
+    internal certificate verifies against it, and nothing else does.
+
+    :raises ValueError: the file cannot be read or holds no certificate.
+    """
+    if cacert is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=cacert)
+    except FileNotFoundError:
+        raise ValueError(f"--cacert {cacert}: no such file") from None
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--cacert {cacert}: not a PEM file of CA certificates ({exc})") from None
+
+
 class _Transport:
-    def __init__(self, timeout: float, clock: Callable[[], float]) -> None:
+    def __init__(self, timeout: float, clock: Callable[[], float],
+                 context: ssl.SSLContext | None = None) -> None:
         self.timeout = timeout
         self.clock = clock
+        self.context = context if context is not None else ssl.create_default_context()
         self.log: list[_Exchange] = []
 
     def send(
@@ -169,7 +190,7 @@ class _Transport:
         wait = self.timeout if timeout is None else timeout
         if parsed.scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parsed.host, parsed.port, timeout=wait, context=ssl.create_default_context()
+                parsed.host, parsed.port, timeout=wait, context=self.context
             )
         else:
             conn = http.client.HTTPConnection(parsed.host, parsed.port, timeout=wait)

@@ -60,6 +60,8 @@ from flask import Flask
 from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._database import databases, rolled_back
+from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
+from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
@@ -142,7 +144,8 @@ def _extension_of(func: Any) -> str | None:
 
 
 class _Exercise:
-    def __init__(self, app: Flask, secret: str, subjects: Sequence[str], probe_only: bool = False) -> None:
+    def __init__(self, app: Flask, secret: str, subjects: Sequence[str], probe_only: bool = False,
+                 https: bool | None = None) -> None:
         from bailing_flask._state import state_of
 
         self.app = app
@@ -151,7 +154,8 @@ class _Exercise:
         #: a second subject, to see that no answer of the first one reaches it
         self.other = subjects[1] if len(subjects) > 1 else None
         self.probe_only = probe_only
-        self.hub = HubSimulator(app, secret, client="__probe__")
+        self.https_option = bool(https)
+        self.hub = HubSimulator(app, secret, client="__probe__", https=https)
         self.report = ExerciseReport()
         self.watch = _Watch(app, self.state.ext)
         self.job = "exercise-" + uuid.uuid4().hex[:16]
@@ -160,6 +164,10 @@ class _Exercise:
         self.stacks_ran: set[str] = set()
         #: ``id(probe)`` -> the endpoint and method it was sent to
         self.targets: dict[int, tuple[str, str]] = {}
+        #: ``(tool, subject)`` -> the first request sent for it
+        self.sent: dict[tuple[str, str | None], ExerciseProbe] = {}
+        #: ``id(probe)`` -> the Flask-Limiter buckets the request was counted in
+        self.buckets: dict[int, list[Bucket]] = {}
 
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.report.results.append(ExerciseResult(*args, **kwargs))
@@ -169,14 +177,16 @@ class _Exercise:
     def plan(self) -> list[str]:
         """Which of the app's functions the exercise runs, and on which databases, in words."""
         ext = self.state.ext
-        lines = ["the exercise runs this app's own code, in this process:"]
+        lines = ["the exercise runs this app's own code, in this process:", self._scheme_line()]
         hooks = [name for name in watched_names(self.app.before_request_funcs)
                  if not name.startswith("bailing_flask")]
         lines.append("  before_request (every request): " + (", ".join(hooks) or "none"))
         subjects = [PROBE_SUBJECT] + [s for s in (self.subject, self.other) if s]
+        # with Flask-Limiter, a second unknown user from the same address (see the limiter check)
+        loaded = subjects + ([SECOND_SUBJECT] if self.app.extensions.get("limiter") else [])
         loader = ext.subject_loader_func
         lines.append(f"  subject loader: {code_name(loader) if loader else 'none'} "
-                     f"(for {', '.join(repr(s) for s in subjects)})")
+                     f"(for {', '.join(repr(s) for s in loaded)})")
         authorizer = ext.authorizer_func
         lines.append(f"  authorizer: {code_name(authorizer) if authorizer else 'none (tool authorizers only)'}")
         for tool in self.state.registry().tools:
@@ -206,6 +216,17 @@ class _Exercise:
                              "functions, the subject loader and the authorizer run, no decorator, no view)")
         return lines
 
+    def _scheme_line(self) -> str:
+        base_url = self._base_url()
+        if self.https_option:
+            why = "--https"
+        elif base_url:
+            why = f"the scheme of BAILING_BASE_URL {base_url}"
+        else:
+            why = "BAILING_BASE_URL is not set: Flask's PREFERRED_URL_SCHEME" + (
+                "; --https sends https" if self.hub.scheme == "http" else "")
+        return f"  requests: over {self.hub.scheme} ({why})"
+
     # -- who answered --------------------------------------------------------------------
 
     def _answer(self, response: HubResponse) -> str:
@@ -234,8 +255,10 @@ class _Exercise:
             where = f"before_request function {_qualname(original)}" + (
                 f" (blueprint {blueprint!r})" if blueprint else "")
             how = f"raised {type(raised).__name__}" if raised is not None else f"answered {status}"
-            extension = _extension_of(original)
-            if extension == "Flask-WTF's CSRFProtect":
+            extension = _extension_of(original) or package_of(original)
+            if self._https_redirect(response):
+                fix = https_fix(self._base_url(), original)
+            elif extension == "Flask-WTF's CSRFProtect":
                 fix = ("bailing_flask exempts verified tool calls from CSRFProtect when "
                        "BAILING_CSRF_EXEMPT is on (the default) and the CSRFProtect is the one in "
                        "app.extensions['csrf']; browsers stay checked")
@@ -243,7 +266,7 @@ class _Exercise:
                 fix = ("key the limiter on the acting subject: Limiter(key_func=bailing_flask.rate_limit_key); "
                        "in process every request comes from one address")
             elif extension is not None:
-                fix = f"make {extension} step aside for hub calls (bailing_flask.is_hub_request())"
+                fix = foreign_hook_fix(original, extension)
             else:
                 fix = (f"make it step aside for hub requests with {_IS_HUB_REQUEST} as its first line; "
                        "the gate still checks the signature, subject, arguments and authorization")
@@ -261,6 +284,8 @@ class _Exercise:
         if exception is not None:
             return (f"the request raised {type(exception).__name__}: {str(exception)[:160]}",
                     "see the traceback in the log")
+        if self._https_redirect(response):
+            return f"a redirect to {response.headers.get('Location')}", https_fix(self._base_url())
         if status in (301, 302, 303, 307, 308):
             return (f"a redirect to {response.headers.get('Location')}",
                     "serve the tool at exactly its catalog path: the hub follows redirects and re-sends "
@@ -281,6 +306,13 @@ class _Exercise:
         return (f"something other than bailing_flask answered: {self._answer(response)}",
                 "find what answers this path before the view (after_request functions and error "
                 "handlers included)")
+
+    def _https_redirect(self, response: HubResponse) -> bool:
+        return https_redirect(response.status, response.headers.get("Location"), self.hub.scheme)
+
+    def _base_url(self) -> str | None:
+        base_url = self.state.middleware.base_url
+        return base_url.url if base_url is not None else None
 
     def _cached_by(self, probe: ExerciseProbe) -> str:
         where = self.targets.get(id(probe))
@@ -304,6 +336,7 @@ class _Exercise:
         registered = self._tool(tool)
         if registered is not None:
             self.targets[id(probe)] = (registered.endpoint, registered.method)
+        self.sent.setdefault((tool.name, subject), probe)
         call = self.hub.build_call(tool.name, args, subject=subject, job_id=self.job)
         return probe, self._send(call.method, call.path_with_query, call.headers, call.body, probe)
 
@@ -564,37 +597,56 @@ class _Exercise:
                      if not database.rolled_back and database.describe() not in " ".join(notes))
         return lines
 
-    def limiters(self) -> None:
-        for limiter in self.app.extensions.get("limiter") or ():
-            key = getattr(limiter, "_key_func", None)
-            if getattr(key, "__name__", None) == "get_remote_address":
+    def limiters(self, document: dict[str, Any]) -> None:
+        """Two subjects' calls to each tool, from one address: does Flask-Limiter count them apart?"""
+        reported: set[tuple[str, str | None]] = set()
+        compared = 0
+        for tool in compile_tools(document):
+            first = self.sent.get((tool.name, PROBE_SUBJECT))
+            buckets = self.buckets.get(id(first)) if first is not None else None
+            if not buckets:
+                continue  # no limit applied to the hub's call (or the limiter did not run)
+            args = sample_arguments(document["paths"][tool.path][tool.method.lower()])
+            probe, _ = self.send("probe", tool, args, SECOND_SUBJECT)
+            compared += 1
+            for bucket in shared(buckets, self.buckets.get(id(probe), [])):
+                if (bucket.limit, bucket.key_func) in reported:
+                    continue
+                reported.add((bucket.limit, bucket.key_func))
+                how = f"key_func={bucket.key_func}" if bucket.key_func else "the limit's key function"
                 self.add("limiter", "config", "fail",
-                         "Flask-Limiter keys on the remote address: every hub call comes from the hub's "
-                         "address, so all of the hub's users share one bucket",
-                         "Flask-Limiter (key_func=get_remote_address)",
+                         f"two hub users calling {tool.name} from one address were counted in one "
+                         f"bucket of the limit {bucket.limit!r} (both keyed {bucket.value!r}): every hub "
+                         "call comes from the hub's address, so all of the hub's users share it",
+                         f"Flask-Limiter ({how})",
                          "Limiter(key_func=bailing_flask.rate_limit_key): one bucket per acting subject "
                          "for tool calls, the remote address for everything else")
+        if compared and not reported:
+            self.add("limiter", "config", "pass",
+                     f"two hub users from one address get a bucket each ({compared} tool(s) compared)")
 
     def run(self, on_plan: Callable[[str], None] | None = None) -> ExerciseReport:
         self.report.plan = self.plan()
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
-        with self.watch.installed(), rolled_back(self.app, self.databases) as notes:
+        with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
+                recording(self.app, self.buckets):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
                 operation = document["paths"][tool.path][tool.method.lower()]
                 self.tool(tool, operation)
+            self.limiters(document)
         self.loader_checks()
         for excluded in self.state.catalog().excluded:
             self.add(excluded, "probe", "warn", "not served (it has errors, see above): not exercised")
-        self.limiters()
         self.report.ran = self.ran_summary(notes)
         return self.report
 
 
 def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secret: str | None = None,
-                 probe_only: bool = False, on_plan: Callable[[str], None] | None = None) -> ExerciseReport:
+                 probe_only: bool = False, on_plan: Callable[[str], None] | None = None,
+                 https: bool | None = None) -> ExerciseReport:
     """Send the hub's requests to every declared tool of ``app``, in process; report who answered.
 
     :param subject: a real subject: exercise the view's decorators as this
@@ -606,6 +658,11 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
         no decorator of a view and no view runs.
     :param on_plan: called, before anything is sent, with what of the app's
         code will run and on which databases (``report.plan``, as text).
+    :param https: send the requests as arriving over HTTPS (behind TLS);
+        the default follows the scheme of ``BAILING_BASE_URL`` (see
+        :class:`~bailing_flask.testing.HubSimulator`). The hub signs only
+        the path and query: the scheme changes what the app's hooks see
+        (an HTTPS-only app redirects ``http``), never the signature.
     """
     from bailing_flask._state import state_of
 
@@ -613,4 +670,4 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
     if secret is None:
         raise ConfigurationError("the exercise signs like the hub: set BAILING_SECRETS")
     subjects = [subject] if isinstance(subject, str) else list(subject or ())
-    return _Exercise(app, secret, subjects, probe_only).run(on_plan)
+    return _Exercise(app, secret, subjects, probe_only, https).run(on_plan)

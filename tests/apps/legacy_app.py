@@ -67,7 +67,7 @@ def create_app(
     bridge: bool = True,
     csrf: Literal["before", "after", None] = "before",
     csrf_exempt: bool = True,
-    limiter_key: Literal["bailing", "remote", None] = "bailing",
+    limiter_key: Literal["bailing", "remote", "lambda", None] = "bailing",
     login_view: bool = True,
     limit: str = "1000/minute",
     fresh_tool: bool = True,
@@ -97,10 +97,12 @@ def create_app(
         bailing.bridge_flask_login(login_manager)
     limiter: Limiter | None = None
     if limiter_key is not None:
-        limiter = Limiter(
-            key_func=bailing_flask.rate_limit_key if limiter_key == "bailing" else get_remote_address,
-            app=app, default_limits=[limit],
-        )
+        keys: dict[str, Any] = {
+            "bailing": bailing_flask.rate_limit_key, "remote": get_remote_address,
+            # written by hand, as in many apps: the same bucket for everyone behind one address
+            "lambda": lambda: request.remote_addr,
+        }
+        limiter = Limiter(key_func=keys[limiter_key], app=app, default_limits=[limit])
 
     @bailing.subject_loader
     def load_subject(subject: str) -> User | None:

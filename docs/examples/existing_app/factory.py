@@ -19,6 +19,9 @@ def create_app(**config: Any) -> Flask:
         BAILING_SECRETS=os.environ.get("BAILING_SECRET"),
         RATELIMIT_STORAGE_URI=os.environ.get("RATELIMIT_STORAGE_URI", "memory://"),
         CACHE_TYPE=os.environ.get("CACHE_TYPE", "SimpleCache"),
+        # where the hub calls the app (the tool source's base_url)
+        BAILING_BASE_URL=os.environ.get("BAILING_BASE_URL", "https://shop.example.com"),
+        FORCE_HTTPS=os.environ.get("FORCE_HTTPS", "on") == "on",
     )
     app.config.update(config)
 
@@ -26,6 +29,9 @@ def create_app(**config: Any) -> Flask:
     from .api import api, auth
     from .extensions import bailing, cache, csrf, db, limiter, login_manager
     from .guards import admin, require_session
+    from .transport import https_only
+
+    https_only(app)                    # Flask-Talisman first: it redirects before any guard runs
 
     db.init_app(app)
     login_manager.init_app(app)
