@@ -426,8 +426,9 @@ def forget_bridged_user(exc: BaseException | None = None) -> None:
 
 def _httpauth_objects(auth: Any) -> tuple[Any, ...]:
     """The ``HTTPAuth`` objects behind ``auth``: itself, or a ``MultiAuth``'s main and others."""
-    if hasattr(auth, "main_auth") and hasattr(auth, "additional_auths"):  # MultiAuth
-        return (auth.main_auth, *auth.additional_auths)
+    if hasattr(auth, "main_auth"):  # MultiAuth (``additional_auth`` before Flask-HTTPAuth 4.8.1)
+        others = getattr(auth, "additional_auths", getattr(auth, "additional_auth", ()))
+        return (auth.main_auth, *others)
     if all(hasattr(auth, name) for name in ("authenticate", "authorize", "auth_error_callback")):
         return (auth,)
     raise TypeError("expected a flask_httpauth HTTPTokenAuth, HTTPBasicAuth, HTTPDigestAuth or "
