@@ -171,3 +171,30 @@ def test_the_exercise_names_flask_httpauth_in_method_decorators(framework):
     assert queue.status == "fail"
     assert queue.culprit is not None and queue.culprit.startswith(
         "Flask-HTTPAuth: login_required of the HTTPTokenAuth (scheme 'Bearer') answered 401")
+
+
+def test_restx_catch_all_404s_keeps_the_reason_of_a_call_no_route_serves():
+    from flask import Flask
+    from flask_restx import Api, Resource
+
+    from bailing_flask import Bailing, tool
+
+    app = Flask("catch_all")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    api = Api(app, catch_all_404s=True)
+
+    @api.route("/tickets")
+    class Tickets(Resource):
+        @tool(scope="ticket.read", authorizer=lambda call: True)
+        def get(self) -> dict[str, int]:
+            """Tickets."""
+            return {"tickets": 0}
+
+    Bailing(app)
+    client = app.test_client()
+    signed = signed_headers(STRONG_SECRET, "GET", "/ticket", subject="t1:alice")
+    response = client.get("/ticket", headers=signed)
+    assert response.status_code == 404 and response.headers["X-Bailing-Reason"] == "no_such_tool"
+    assert response.json["reason"] == "no_such_tool"  # flask-restx appends its "did you mean" hint
+    app.config["RESTX_ERROR_404_HELP"] = False
+    assert "did you mean" not in client.get("/ticket", headers=signed).json["message"]
