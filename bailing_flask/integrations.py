@@ -36,6 +36,7 @@ import logging
 import types
 import typing
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, g, has_request_context, request
@@ -61,10 +62,8 @@ __all__ = [
 logger = logging.getLogger("bailing_flask")
 
 _IS_TOOL_CALL_KEY = "bailing.is_tool_call"
-#: Set in the environ when the Flask-Login bridge put a user into this request.
-LOGIN_BRIDGED_KEY = "bailing.login_bridged"
-#: Set in the environ when the Flask-HTTPAuth bridge put a user into this request.
-HTTPAUTH_BRIDGED_KEY = "bailing.httpauth_bridged"
+#: The names in ``g`` that a bridge (Flask-Login, Flask-HTTPAuth) set for this request.
+BRIDGED_KEY = "bailing.bridged"
 _PATCHED_ATTR = "__bailing_patched__"
 
 
@@ -409,16 +408,22 @@ class FlaskLoginBridge:
         # what Flask-Login's own loaders end with; replaces a user an earlier
         # before_request function may already have loaded for this request
         g._login_user = user
-        request.environ[LOGIN_BRIDGED_KEY] = True
+        _bridged("_login_user")
         return None
+
+
+def _bridged(name: str) -> None:
+    """Note that ``g.<name>`` belongs to this request only (see :func:`forget_bridged_user`)."""
+    request.environ.setdefault(BRIDGED_KEY, set()).add(name)
 
 
 def forget_bridged_user(exc: BaseException | None = None) -> None:
     """``teardown_request``: the bridged user never outlives its request (shared app contexts)."""
-    if has_request_context() and request.environ.get(LOGIN_BRIDGED_KEY):
-        g.pop("_login_user", None)
-    if has_request_context() and request.environ.get(HTTPAUTH_BRIDGED_KEY):
-        g.pop("flask_httpauth_user", None)
+    names = request.environ.get(BRIDGED_KEY) if has_request_context() else None
+    for name in names or ():
+        g.pop(name, None)
+    if names and "flask_httpauth_user" in names:
+        _ADMITTED.set(None)
 
 
 # -- Flask-HTTPAuth ---------------------------------------------------------------------
@@ -435,12 +440,25 @@ def _httpauth_objects(auth: Any) -> tuple[Any, ...]:
                     f"MultiAuth, got {auth!r}")
 
 
+#: The call the gate admitted in this context, set by the Flask-HTTPAuth bridge and cleared
+#: when the request ends: one context-variable read tells every other request apart.
+_ADMITTED: ContextVar[ToolCall | None] = ContextVar("bailing_admitted_call", default=None)
+
+
+def _admitted_here() -> ToolCall | None:
+    """:func:`_admitted_call`, for the cost of one context-variable read when there is none."""
+    call = _ADMITTED.get()
+    if call is None:
+        return None
+    return call if _admitted_call() is call else None  # one left by another request is never trusted
+
+
 def _when_not_admitted(original: Callable[..., Any], admitted: Callable[[ToolCall], Any]
                        ) -> Callable[..., Any]:
     """``original``, except for an admitted hub call, which gets ``admitted(call)`` instead."""
 
     def bridged(*args: Any, **kwargs: Any) -> Any:
-        call = _admitted_call()
+        call = _admitted_here()
         if call is None:
             return original(*args, **kwargs)
         return admitted(call)
@@ -454,10 +472,11 @@ def _httpauth_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
     """An ``auth_error_callback`` that answers admitted hub calls with the package's JSON."""
 
     def answer(*args: Any, **kwargs: Any) -> Any:
-        status = args[0] if args else kwargs.get("status", 401)
-        refusal = _hub_refusal("role_required" if status == 403 else "login_required")
-        if refusal is not None:
-            return refusal
+        if _admitted_here() is not None:
+            status = args[0] if args else kwargs.get("status", 401)
+            refusal = _hub_refusal("role_required" if status == 403 else "login_required")
+            if refusal is not None:
+                return refusal
         return original(*args, **kwargs)
 
     functools.update_wrapper(answer, original)
@@ -497,6 +516,8 @@ class FlaskHTTPAuthBridge:
     objects given to it, on those objects only: ``authenticate``,
     ``auth_error_callback`` (set again if ``@auth.error_handler`` replaces
     it later) and, for a ``MultiAuth``'s main object, ``is_compatible_auth``.
+    For any request but an admitted call each wrapper costs one
+    context-variable read before it calls Flask-HTTPAuth's own method.
     """
 
     def __init__(self, auth: Any) -> None:
@@ -523,5 +544,6 @@ class FlaskHTTPAuthBridge:
             self._wrap_error_callback(obj)
         # what login_required stores and current_user() reads, replaced for this request
         g.flask_httpauth_user = call.user
-        request.environ[HTTPAUTH_BRIDGED_KEY] = True
+        _bridged("flask_httpauth_user")
+        _ADMITTED.set(call)
         return None

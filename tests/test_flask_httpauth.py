@@ -182,6 +182,32 @@ def test_the_user_never_leaks_into_the_next_request():
         assert browser.get("/whoami").json == {"agent": None}
 
 
+def test_an_admitted_call_left_over_from_another_request_is_never_trusted():
+    """The bridge's fast path remembers the admitted call in a context variable; only a hint."""
+    from bailing_flask.integrations import _ADMITTED
+
+    app = create_app("token")
+    hub = HubSimulator(app, STRONG_SECRET)
+    calls: list[Any] = []
+
+    @app.after_request
+    def remember(response: Any) -> Any:
+        calls.append(_ADMITTED.get())
+        return response
+
+    hub.document()  # the catalog fetch first: no call is admitted there
+    assert hub.call("api_me", subject="t1:alice").status == 200
+    assert calls[0] is None
+    left_over = calls[1]
+    assert left_over is not None and _ADMITTED.get() is None  # cleared when the request ended
+    token = _ADMITTED.set(left_over)  # as if a teardown had not run
+    try:
+        response = app.test_client().get("/api/v1/profile")
+        assert response.status_code == 401 and response.data == b"Unauthorized Access"
+    finally:
+        _ADMITTED.reset(token)
+
+
 def test_the_user_never_leaks_across_requests_of_a_real_server(live_server):
     base = live_server(create_app("token"))
     hub = HubSimulator(base, STRONG_SECRET)
