@@ -225,6 +225,38 @@ def test_an_error_handler_registered_after_the_bridge_still_refuses_hub_calls_wi
     assert human.status_code == 401 and human.json == {"error": "unauthorized"}  # the app's handler
 
 
+def test_digest_auth_is_bridged_too():
+    from flask import Flask
+    from flask_httpauth import HTTPDigestAuth
+
+    from bailing_flask import Bailing, tool
+
+    app = Flask("digest_desk")
+    app.config.update(SECRET_KEY="digest-nonces", BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    auth = HTTPDigestAuth()
+    auth.get_password(lambda login: {"alice": "pw-alice"}.get(login))
+    bailing = Bailing(app)
+    bailing.bridge_flask_httpauth(auth)
+    bailing.subject_loader(lambda subject: subject.partition(":")[2] if subject == "t1:alice" else None)
+    bailing.authorizer(lambda call: call.user is not None)
+
+    @app.get("/me")
+    @auth.login_required
+    @tool(scope="profile.read")
+    def me() -> Any:
+        """Who the acting agent is."""
+        return {"login": auth.current_user()}
+
+    @app.get("/page")
+    @auth.login_required
+    def page() -> Any:
+        return {"login": auth.current_user()}
+
+    assert HubSimulator(app, STRONG_SECRET).call("me", subject="t1:alice").json() == {"login": "alice"}
+    human = app.test_client().get("/page")
+    assert human.status_code == 401 and human.headers["WWW-Authenticate"].startswith("Digest realm=")
+
+
 def test_bridging_something_else_is_a_clear_error():
     from bailing_flask import Bailing
 
@@ -294,3 +326,30 @@ def test_through_gunicorn(gunicorn):
     assert hub.call("api_me", subject="t2:bob").json() == {"login": "bob", "tenant": "t2"}
     json_refusal(hub.call("api_tickets", subject="t1:carol"), 403, "role_required")
     assert raw_request(base, "GET", "/whoami").body == b'{"agent":null}\n'
+
+
+def test_the_exercise_warns_when_the_authorizer_admits_a_subject_the_view_does_not_know():
+    from flask import Flask
+    from flask_httpauth import HTTPTokenAuth
+
+    from bailing_flask import Bailing, tool
+
+    app = Flask("careless_desk")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    auth = HTTPTokenAuth()
+    bailing = Bailing(app)
+    bailing.bridge_flask_httpauth(auth)
+    bailing.subject_loader(lambda subject: None)  # knows nobody
+    bailing.authorizer(lambda call: call.subject != PROBE_SUBJECT)  # and admits the rest
+
+    @app.get("/queue")
+    @auth.login_required
+    @tool(scope="queue.read")
+    def queue() -> Any:
+        """How many tickets wait."""
+        return {"waiting": 0}
+
+    report = run_exercise(app, subject="t1:alice")
+    subject = next(r for r in report.results if r.check == "subject")
+    assert subject.status == "warn", report.render()
+    assert "admitted 't1:alice' without a user (the subject loader returned None)" in subject.summary

@@ -473,12 +473,19 @@ class _Exercise:
     def subject_check(self, target: str, tool: CompiledTool, args: dict[str, Any]
                       ) -> tuple[ExerciseProbe, HubResponse]:
         probe, response = self.send("subject", tool, args, self.subject)
-        if probe.gate == "admitted" and response.headers.get(REASON_HEADER) == "role_required":
+        refused_in_view = response.headers.get(REASON_HEADER) if probe.gate == "admitted" else None
+        if refused_in_view == "role_required":
             self.add(target, "subject", "warn",
                      f"the authorizer admitted {self.subject!r}, then Flask-HTTPAuth's "
                      "login_required(role=...) refused it (403 role_required): the hub's probe counts "
                      "this user as allowed, and every call fails", None,
                      "let the authorizer refuse the users the view's role check refuses")
+        elif refused_in_view == "login_required":
+            self.add(target, "subject", "warn",
+                     f"the authorizer admitted {self.subject!r} without a user (the subject loader "
+                     "returned None), then login_required refused it (403 login_required)", None,
+                     "return the subject's user from the subject loader, or let the authorizer "
+                     "refuse calls without one")
         elif probe.reached_view:
             self.views_ran.append(f"{tool.name} as {self.subject!r}")
             status: Status = "pass" if 200 <= response.status < 300 else "warn"
