@@ -1,6 +1,9 @@
-"""pytest plugin (registered as the ``bailing_flask`` entry point).
+"""pytest plugin: the ``bailing_hub`` and ``bailing_fake_hub`` fixtures.
 
-Provides two fixtures for an app under test (your ``app`` fixture):
+Installing the package registers them with pytest (the ``bailing_flask``
+entry point), at no cost to test runs that do not use them: the package is
+imported when a test first asks for one. With plugin autoloading disabled,
+list this module in ``pytest_plugins``. Provides two fixtures for an app under test (your ``app`` fixture):
 
 ``bailing_hub``
     a :class:`~bailing_flask.testing.HubSimulator` that calls the app's
@@ -27,16 +30,20 @@ Provides two fixtures for an app under test (your ``app`` fixture):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+# the fixtures themselves live in a module that imports nothing of the package: the entry point
+# loads it into every pytest run of the environment, and only a test that uses them pays the import
+from _bailing_flask_pytest import bailing_fake_hub, bailing_hub
 from bailing_flask.hub.fake import FakeHub, serve
 from bailing_flask.settings import provider_secrets
 from bailing_flask.wire.signing import primary_secret
 from bailing_flask.testing import HubSimulator
 
-__all__ = ["bailing_hub", "bailing_fake_hub"]
+__all__ = ["bailing_hub", "bailing_fake_hub", "hub_for", "fake_hub_for"]
 
 
 def _first_secret(config: Any) -> str:
@@ -46,15 +53,14 @@ def _first_secret(config: Any) -> str:
     return secret
 
 
-@pytest.fixture
-def bailing_hub(app: Any) -> HubSimulator:
-    """Call the ``app`` fixture's tools like the hub (signed with its first secret)."""
+def hub_for(app: Any) -> HubSimulator:
+    """What ``bailing_hub`` is: a simulator signing with the app's first secret."""
     return HubSimulator(app, _first_secret(app.config))
 
 
-@pytest.fixture
-def bailing_fake_hub(app: Any, bailing_hub: HubSimulator) -> Iterator[FakeHub]:
-    """A fake hub on a loopback port for the app's decisions (``BAILING_HUB_URL`` points to it)."""
+@contextmanager
+def fake_hub_for(app: Any, bailing_hub: HubSimulator) -> Iterator[FakeHub]:
+    """What ``bailing_fake_hub`` is: a served fake hub, ``BAILING_HUB_URL`` pointed at it."""
     if not primary_secret(app.config.get("BAILING_CLIENT_TOKENS")):
         raise pytest.UsageError("bailing_fake_hub: the app has no BAILING_CLIENT_TOKENS")
     missing = object()

@@ -18,7 +18,19 @@ statement alike); a figure is the median of the per-round ratios.
   from pydantic import BaseModel`` - what an app that declares one pydantic
   model pays anyway;
 * ``import_vs_flask`` (no target since issue 22; was <= 1.3, issue 14): the
-  same over ``import flask``.
+  same over ``import flask``;
+* ``pytest_plugin_suite_ms`` (target <= 50 ms): what the package's pytest
+  plugin adds to a one-test suite that does not use it. Installing the
+  package registers the plugin in every pytest run of the environment; the
+  figure is the median, over alternating pairs, of the CPU time (user +
+  system, of the whole ``python -m pytest`` process) with the plugin minus
+  without it (``-p no:bailing_flask``). The details say whether
+  ``bailing_flask`` or ``flask`` were imported by that run (they must not
+  be). A whole pytest run costs seconds of CPU here, so this difference is
+  noisy on a busy machine;
+* ``pytest_plugin_load_ms`` (target <= 50 ms): the part of it that is the
+  plugin's own, measured like the imports: the CPU of loading the
+  plugin's entry point in a fresh interpreter that has imported pytest.
 
 The details list what ``import bailing_flask`` loads beyond ``import
 flask`` (the package's own modules and third-party top-level packages) and
@@ -30,9 +42,11 @@ make lazy.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -143,6 +157,99 @@ def _ratio_row(name: str, ns: dict[str, list[int]], baseline: str, op: str, thre
                   ci=median_ci(ratios))
 
 
+_UNRELATED_SUITE = {
+    "pytest.ini": "[pytest]\n",
+    "test_unrelated.py": "def test_unrelated():\n    assert sum([1, 2]) == 3\n",
+    "conftest.py": ("import sys\n\n"
+                    "def pytest_sessionfinish(session):\n"
+                    "    loaded = [m for m in ('bailing_flask', 'flask') if m in sys.modules]\n"
+                    "    print('\\nloaded:', ','.join(loaded) or '-')\n"),
+}
+PLUGIN_TARGET_MS = 50.0
+_PLUGIN_LOAD = ("import sys, time\n"
+                "import pytest\n"
+                "from importlib.metadata import entry_points\n"
+                "(plugin,) = [e for e in entry_points(group='pytest11') if e.name == 'bailing_flask']\n"
+                "t0 = time.process_time_ns()\n"
+                "plugin.load()\n"
+                "t1 = time.process_time_ns()\n"
+                "print(t1 - t0, ','.join(m for m in ('bailing_flask', 'flask') if m in sys.modules) or '-')\n")
+
+
+def plugin_load_ns() -> tuple[int, str]:
+    """CPU of loading the plugin's entry point after ``import pytest``, and what it imported."""
+    proc = subprocess.run([sys.executable, "-c", _PLUGIN_LOAD], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(), timeout=120, check=True)
+    cpu, loaded = proc.stdout.split()[-2:]
+    return int(cpu), loaded
+
+
+def pytest_cpu_ns(directory: Path, *args: str) -> tuple[int, str]:
+    """CPU (user + system) of one ``python -m pytest`` run in ``directory``, and what it loaded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, cwd=directory, env=_env(), timeout=300,
+                          check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    loaded = next((line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
+                   if line.startswith("loaded:")), "?")
+    return int(cpu * 1e9), loaded
+
+
+def plugin_cost(quick: bool) -> Result:
+    """What the pytest plugin adds to a suite that does not use it (``pytest_plugin_suite_ms``)."""
+    pairs = 5 if quick else 11
+    with tempfile.TemporaryDirectory(prefix="bench-plugin-") as tmp:
+        directory = Path(tmp)
+        for name, text in _UNRELATED_SUITE.items():
+            (directory / name).write_text(text)
+        without_args = ("-p", "no:bailing_flask")
+        pytest_cpu_ns(directory)  # warm the bytecode caches
+        with_ns: list[int] = []
+        without_ns: list[int] = []
+        loaded = {"with": "", "without": ""}
+        for i in range(pairs):
+            for side in (("with", "without") if i % 2 == 0 else ("without", "with")):
+                cpu, loaded[side] = pytest_cpu_ns(directory, *(without_args if side == "without" else ()))
+                (with_ns if side == "with" else without_ns).append(cpu)
+    added_ms = [(w - wo) / 1e6 for w, wo in zip(with_ns, without_ns)]
+    details = {
+        "with_plugin_ms_median": round(statistics.median(with_ns) / 1e6, 1),
+        "without_plugin_ms_median": round(statistics.median(without_ns) / 1e6, 1),
+        "pairs": pairs,
+        "imported_with_plugin": loaded["with"],
+        "clock": "CPU (user + system) of the whole pytest process, RUSAGE_CHILDREN",
+    }
+    return Result(
+        group=GROUP, name="pytest_plugin_suite_ms", unit="ms",
+        metric=("CPU ms the pytest plugin adds to a one-test suite that does not use it "
+                "(with it - `-p no:bailing_flask`), fresh processes"),
+        ratio=statistics.median(added_ms), spread=quartiles(added_ms), op="<=",
+        threshold=PLUGIN_TARGET_MS, rounds=len(added_ms), details=details,
+        notes=[f"{GROUP}/pytest_plugin_suite_ms: a one-test pytest run takes "
+               f"{details['with_plugin_ms_median']} ms CPU with the plugin, "
+               f"{details['without_plugin_ms_median']} ms without; with it the run imported "
+               f"{loaded['with'] if loaded['with'] != '-' else 'neither bailing_flask nor flask'}"],
+    )
+
+
+def plugin_load(quick: bool) -> Result:
+    """CPU of loading the pytest plugin's entry point alone (``pytest_plugin_load_ms``)."""
+    plugin_load_ns()  # warm the bytecode caches
+    runs = [plugin_load_ns() for _ in range(7 if quick else 21)]
+    load_ms = [cpu / 1e6 for cpu, _ in runs]
+    loaded = runs[-1][1]
+    return Result(
+        group=GROUP, name="pytest_plugin_load_ms", unit="ms",
+        metric="CPU ms of loading the pytest plugin's entry point after `import pytest`, fresh interpreters",
+        ratio=statistics.median(load_ms), spread=quartiles(load_ms), op="<=",
+        threshold=PLUGIN_TARGET_MS, rounds=len(load_ms), details={"imported": loaded},
+        notes=[f"{GROUP}/pytest_plugin_load_ms: loading the entry point imported "
+               f"{loaded if loaded != '-' else 'neither bailing_flask nor flask'}"],
+    )
+
+
 def run(quick: bool = False) -> list[Result]:
     rounds = 7 if quick else 21
     ns = timed_rounds(rounds)
@@ -185,7 +292,7 @@ def run(quick: bool = False) -> list[Result]:
         + f"; bailing_flask loads {len(own)} of its own modules and {len(extra) - len(own)} more beyond "
         f"flask ({', '.join(third_party)}); -X importtime: third-party {heavy} (cumulative); own "
         f"modules {own_heavy} (self)")
-    return results
+    return [*results, plugin_load(quick), plugin_cost(quick)]
 
 
 if __name__ == "__main__":  # pragma: no cover - convenience

@@ -19,17 +19,20 @@ from .hub import bailing
 __all__ = ["create_app"]
 
 
-def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | None = None) -> Flask:
     """Build the app; ``config`` overrides everything (tests pass paths and a secret).
 
     Useful keys: ``BAILING_SECRETS`` (list), ``DATABASE`` (SQLite file),
     ``BAILING_STORE`` (idempotency store URL), ``SECRET_KEY``,
     ``PUBLIC_BASE_URL`` (how the hub reaches this app), ``BAILING_CLIENT_TOKENS``
     and ``BAILING_HUB_URL`` (to receive approval requests and answer them).
+    What is not given is generated once and kept in the instance folder
+    (``instance_path``, default ``instance/`` next to this package): see
+    :mod:`example_app.settings`.
     """
-    app = Flask(__name__, instance_relative_config=True)
+    app = Flask(__name__, instance_relative_config=True, instance_path=instance_path)
     app.config.update(config or {})
-    generated = settings.apply(app)
+    origins = settings.apply(app)
     # the model reads at most 8192 UTF-16 units of a tool answer: "张三", not "\u5f20\u4e09"
     app.json.ensure_ascii = False  # type: ignore[attr-defined]
 
@@ -40,5 +43,5 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     bailing.init_app(app)  # after the secrets are known: the middleware needs them
     activity.init_app(app)  # the staff's page of what the agents did, fed by the audit signals
 
-    settings.announce(app, generated=generated)
+    settings.announce(app, origins)
     return app

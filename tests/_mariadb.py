@@ -11,7 +11,7 @@
 The server comes from Debian's ``mariadb-server`` package and the driver from
 the ``pymysql`` package of the test extra. When either is missing the tests
 **fail** in CI (``CI`` or ``BAILING_REQUIRE_MARIADB`` set) and are skipped
-with the reason elsewhere, like the PostgreSQL ones. The server trades
+elsewhere, with one line for every missing server (``tests/_installed.py``). The server trades
 durability against a power cut for speed (the log is flushed to the OS at
 each commit, not to the disk): a killed server keeps every committed write,
 which is what the restart tests need.
@@ -34,24 +34,14 @@ from typing import Any
 
 import pytest
 
+from ._installed import require
+
 __all__ = ["MariaDBServer", "MariaDBDatabase", "mariadb_server", "mariadb_database",
            "find_binaries", "start_server"]
 
 #: the account the tests' apps log in with (a password, over TCP, like production)
 USER = "bailing"
 PASSWORD = "s3cret-Passw0rd"
-
-
-def _required() -> bool:
-    return bool(os.environ.get("CI") or os.environ.get("BAILING_REQUIRE_MARIADB"))
-
-
-def _unavailable(why: str) -> None:
-    message = (f"{why}; the MariaDB tests need Debian's mariadb-server package and the pymysql "
-               "driver (apt-get install -y mariadb-server; pip install -e '.[test]')")
-    if _required():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 def find_binaries() -> tuple[Path, Path] | None:
@@ -192,12 +182,7 @@ def start_server(directory: Path) -> MariaDBServer:
 
 @pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[MariaDBServer]:
-    try:
-        import pymysql  # noqa: F401
-    except ImportError:
-        _unavailable("the pymysql driver is not installed")
-    if find_binaries() is None:
-        _unavailable("MariaDB's mariadbd/mariadb-install-db were not found")
+    require("mariadb")
     directory = Path(tempfile.mkdtemp(prefix="bailing-mariadb-"))
     os.chmod(directory, 0o755)
     try:

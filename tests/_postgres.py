@@ -10,9 +10,9 @@
 The server binaries come from Debian's ``postgresql`` package (found on
 ``PATH`` or under ``/usr/lib/postgresql/*/bin``) and the driver from the
 ``psycopg`` package of the test extra. When either is missing the tests
-**fail** in CI (``CI`` or ``BAILING_REQUIRE_POSTGRES`` set: ``.ci/run``
-installs both, so a missing server means a broken set-up, not a reason to
-pass) and are skipped with the reason elsewhere. The cluster trades
+**fail** in CI (``CI`` set: ``.ci/run`` installs both, so a missing server
+means a broken set-up, not a reason to pass) and are skipped elsewhere,
+with one line in the summary (``tests/_installed.py``). The cluster trades
 durability for speed (``fsync=off``): the tests kill clients, never the
 server.
 """
@@ -34,18 +34,19 @@ from typing import Any
 
 import pytest
 
+from ._installed import require
+
 __all__ = ["PostgresServer", "PostgresDatabase", "postgres_server", "postgres_database",
            "find_binaries", "start_server"]
 
 
-def _required() -> bool:
-    return bool(os.environ.get("CI") or os.environ.get("BAILING_REQUIRE_POSTGRES"))
-
-
 def _unavailable(why: str) -> None:
+    """Fail (in CI) or skip: PostgreSQL cannot be started here (see ``tests/_installed.py``)."""
+    from ._installed import required
+
     message = (f"{why}; the PostgreSQL tests need Debian's postgresql package and the psycopg "
                "driver (apt-get install -y postgresql; pip install -e '.[test]')")
-    if _required():
+    if required():
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
 
@@ -121,12 +122,7 @@ def start_server(directory: Path, *, durable: bool = False) -> PostgresServer:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        _unavailable("the psycopg driver is not installed")
-    if find_binaries() is None:
-        _unavailable("PostgreSQL's initdb/pg_ctl were not found")
+    require("postgresql")
     directory = Path(tempfile.mkdtemp(prefix="bailing-pg-"))
     os.chmod(directory, 0o755)
     try:

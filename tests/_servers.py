@@ -13,6 +13,7 @@ uWSGI do not.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import shutil
@@ -50,13 +51,34 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: seconds a server may take to answer its first request: its workers import the app first, and
+#: a busy machine makes that slow (the port accepts connections long before)
+START_DEADLINE = 120.0
+
+
+def answers_http(port: int, timeout: float) -> bool:
+    """Whether the server on ``port`` answers an HTTP request (any status) within ``timeout``."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=max(timeout, 0.5))
+    try:
+        conn.request("GET", "/__the-test-server-is-up__")
+        conn.getresponse().read()
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None, what: str,
                    log: Any = None) -> None:
-    deadline = time.monotonic() + 30
+    """Wait until the server answers HTTP: its port accepts, and a worker has loaded the app."""
+    deadline = time.monotonic() + START_DEADLINE
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
+            if answers_http(port, deadline - time.monotonic()):
+                return
+            raise OSError("no answer yet")
         except OSError:
             if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
                 if log is not None:
@@ -175,8 +197,9 @@ def uwsgi_serving(module: str, env: dict[str, str] | None = None,
 def gunicorn_serving(app_spec: str, env: dict[str, str] | None = None, workers: int = 1) -> Any:
     """gunicorn on ``app_spec`` (e.g. ``"tests.apps.live_apps:middleware_app()"``)."""
     port = _free_port()
+    # a worker that imports the app slowly on a busy machine is not one that hangs
     command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-               "--graceful-timeout", "2", app_spec]
+               "--graceful-timeout", "2", "--timeout", "120", app_spec]
     return _subprocess(command, port, env, "gunicorn")
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import settings as _hypothesis_settings
 from werkzeug.serving import make_server
 
+from ._servers import START_DEADLINE, answers_http
 from .helpers import STRONG_SECRET, VECTOR_TS, FrozenClock, free_port
 
 # No per-example deadline: a deadline is a timing assertion, and fails on a busy machine.
@@ -17,7 +18,9 @@ _hypothesis_settings.load_profile("bailing")
 
 # real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``;
 # PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
-pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "tests._mariadb", "pytester"]
+# (tests/_installed.py: without a server, its tests skip with one summary line; fail in CI)
+pytest_plugins = ["tests._installed", "tests._redis", "tests._servers", "tests._postgres", "tests._mariadb",
+                  "pytester"]
 
 
 @pytest.fixture
@@ -107,16 +110,20 @@ def gunicorn():
         # a file, not a pipe nobody reads: a server that logs a lot would block once it is full
         log = tempfile.TemporaryFile()
         logs.append(log)
+        # --timeout: a worker that imports the app slowly on a busy machine is not one that hangs
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-             "--graceful-timeout", "2", app_spec],
+             "--graceful-timeout", "2", "--timeout", "120", app_spec],
             env=environment, cwd=root, stdout=log, stderr=subprocess.STDOUT,
         )
         procs.append(proc)
-        deadline = time.monotonic() + 30
+        # ready once a worker answers, not when the port accepts (the workers import the app first)
+        deadline = time.monotonic() + START_DEADLINE
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                if not answers_http(port, deadline - time.monotonic()):
+                    raise OSError("no answer yet")
                 return f"http://127.0.0.1:{port}"
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:

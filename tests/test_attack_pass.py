@@ -224,7 +224,7 @@ def test_three_huge_unsigned_callbacks_with_a_double_slash_leave_a_gunicorn_work
                     env={"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_TEST_CLIENT_TOKEN": CLIENT_TOKEN})
 
     def peak_kib() -> int:
-        with urllib.request.urlopen(base + "/peak-rss", timeout=10) as response:
+        with urllib.request.urlopen(base + "/peak-rss", timeout=60) as response:
             return int(json.load(response)["kib"])
 
     before = peak_kib()

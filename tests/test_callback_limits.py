@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from bailing_flask import Bailing, sign_callback
+from bailing_flask import Bailing
+from bailing_flask.wire import sign_callback
 
 from ._servers import post_chunked_until_refused
 from .helpers import STRONG_SECRET, raw_request
@@ -119,7 +120,7 @@ def test_three_huge_bogus_callbacks_leave_a_gunicorn_worker_flat(gunicorn):
                     env={"BAILING_TEST_SECRET": STRONG_SECRET, "BAILING_TEST_CLIENT_TOKEN": CLIENT_TOKEN})
 
     def peak_kib() -> int:
-        with urllib.request.urlopen(base + "/peak-rss", timeout=10) as response:
+        with urllib.request.urlopen(base + "/peak-rss", timeout=60) as response:
             return int(json.load(response)["kib"])
 
     before = peak_kib()

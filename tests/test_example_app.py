@@ -6,9 +6,13 @@ idempotency store, so nothing is written into the repository.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
@@ -305,8 +309,10 @@ def test_a_refund_request_that_fails_after_its_insert_leaves_nothing_and_runs_ag
 
 def test_only_the_refund_request_runs_in_the_transaction_mode(app: Flask) -> None:
     listing = app.test_cli_runner().invoke(args=["bailing", "tools"])
-    lines = [line for line in listing.output.splitlines() if "in transaction" in line]
-    assert [line.split()[0] for line in lines] == ["refund_request_create"]
+    header, *lines = listing.output.splitlines()
+    assert header.split()[5] == "REPEATS"
+    modes = {line.split()[0]: line.split()[5] for line in lines if line.strip() and line[0] != " "}
+    assert [name for name, mode in modes.items() if mode == "transaction"] == ["refund_request_create"]
 
 
 def test_large_refund_waits_for_back_office_approval(hub: HubSimulator) -> None:
@@ -571,35 +577,123 @@ def test_through_a_real_server(
     assert hub.probe().json() == {"authorized": False}
 
 
-def test_without_a_secret_one_is_generated_and_announced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.delenv("BAILING_SECRET", raising=False)
-    with caplog.at_level(logging.INFO):
-        app = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://",
-                          "PUBLIC_BASE_URL": "http://127.0.0.1:5000"})
-    (secret,) = app.config["BAILING_SECRETS"]
-    assert len(secret) >= 60
-    assert app.config["SECRET_KEY"]
-    log = caplog.text
-    for expected in ("http://127.0.0.1:5000", "http://127.0.0.1:5000/.well-known/bailing/tools.json",
-                     secret, "signed_required"):
-        assert expected in log
-    assert HubSimulator(app, secret).fetch_catalog().status == 200
+def _fresh_start(instance: Path, **config: object) -> Flask:
+    """The example with its embedded defaults: only the instance folder is the test's own."""
+    return create_app({"BAILING_STORE": "memory://", "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
+                       **config}, instance_path=str(instance))
 
-    other = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://"})
-    assert other.config["BAILING_SECRETS"] != [secret]  # a fresh one per run, unless BAILING_SECRET is set
+
+@pytest.fixture
+def no_secrets_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("BAILING_SECRET", "BAILING_CLIENT_TOKEN", "SECRET_KEY", "BAILING_HUB_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_secrets_in_the_environment")
+def test_the_secrets_nobody_gave_are_generated_once_and_kept_in_the_instance_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        app = _fresh_start(tmp_path / "instance")
+    (secret,) = app.config["BAILING_SECRETS"]
+    (token,) = app.config["BAILING_CLIENT_TOKENS"]
+    assert len(secret) >= 60 and len(token) >= 40 and app.config["SECRET_KEY"]
+    first = caplog.text
+    for expected in ("http://127.0.0.1:5000", "http://127.0.0.1:5000/.well-known/bailing/tools.json",
+                     secret, token, "signed_required", "example_app.secrets.json"):
+        assert expected in first
+    assert HubSimulator(app, secret).fetch_catalog().status == 200
+    kept = tmp_path / "instance" / "example_app.secrets.json"
+    assert kept.stat().st_mode & 0o077 == 0  # the owner's only
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        again = _fresh_start(tmp_path / "instance")  # the next start, the next flask command
+    assert again.config["BAILING_SECRETS"] == [secret]
+    assert again.config["BAILING_CLIENT_TOKENS"] == [token]
+    assert again.config["SECRET_KEY"] == app.config["SECRET_KEY"]  # logins survive a restart
+    assert "signed_required" in caplog.text and "kept in" in caplog.text
+    assert secret not in caplog.text and token not in caplog.text  # shown once, when made
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+    elsewhere = _fresh_start(tmp_path / "other-instance")
+    assert elsewhere.config["BAILING_SECRETS"] != [secret]  # kept per instance folder
+
+
+@pytest.mark.usefixtures("no_secrets_in_the_environment")
+def test_workers_starting_at_once_agree_on_the_generated_secrets(tmp_path: Path) -> None:
+    """gunicorn's workers each build the app: the first to write the file wins, the others read it."""
+    code = ("import sys; from example_app import create_app; "
+            "app = create_app({'BAILING_STORE': 'memory://', 'DATABASE': sys.argv[2]}, "
+            "instance_path=sys.argv[1]); "
+            "print(app.config['BAILING_SECRETS'][0], app.config['BAILING_CLIENT_TOKENS'][0], "
+            "app.config['SECRET_KEY'])")
+    root = Path(__file__).resolve().parent.parent
+    workers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "instance"),
+                                 str(tmp_path / f"shop-{i}.sqlite3")],
+                                cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for i in range(4)]
+    answers = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+        answers.append(out.split())
+    assert len({tuple(a) for a in answers}) == 1, answers
+
+
+@pytest.mark.usefixtures("no_secrets_in_the_environment")
+def test_the_shipped_example_starts_and_passes_its_check_without_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing configured: no ERROR at start nor at the first request, and ``check`` passes."""
+    with caplog.at_level(logging.INFO):
+        app = _fresh_start(tmp_path / "instance")
+        assert app.test_client().get("/login").status_code == 200  # the first-request checks ran
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert app.config["BAILING_HUB_URL"] == "http://127.0.0.1:18900"  # a hub started with its defaults
+    result = app.test_cli_runner().invoke(args=["bailing", "check"])
+    assert result.exit_code == 0, result.output
+    assert "6 tool(s), 0 error(s), 0 warning(s)" in result.output
+
+
+@pytest.mark.usefixtures("no_secrets_in_the_environment")
+def test_flask_commands_log_no_error_and_print_the_secret_only_the_first_time(tmp_path: Path) -> None:
+    """``flask --app example_app ...`` as a user types it, in a copy of the example (its own instance folder)."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "example_app", tmp_path / "example_app",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_")}
+
+    def flask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "flask", "--app", "example_app", *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    first = flask("bailing", "--help")
+    assert first.returncode == 0, first.stderr
+    secret = json.loads((tmp_path / "instance" / "example_app.secrets.json").read_text())["BAILING_SECRET"]
+    assert secret in first.stderr and "ERROR" not in first.stderr
+    for args in (("bailing", "--help"), ("bailing", "tools")):
+        later = flask(*args)
+        assert later.returncode == 0, later.stderr
+        assert "ERROR" not in later.stderr and secret not in later.stderr
+    check = flask("bailing", "check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "0 error(s)" in check.stdout and "ERROR" not in check.stderr
 
 
 def test_secret_from_the_environment_is_used_and_not_logged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.setenv("BAILING_CLIENT_TOKEN", CLIENT_TOKEN)
+    monkeypatch.setenv("SECRET_KEY", "session-key-from-the-environment")
     with caplog.at_level(logging.INFO):
-        app = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://"})
+        app = create_app({"DATABASE": str(tmp_path / "shop.sqlite3"), "BAILING_STORE": "memory://"},
+                         instance_path=str(tmp_path / "instance"))
     assert app.config["BAILING_SECRETS"] == [SECRET]
-    assert SECRET not in caplog.text
+    assert app.config["BAILING_CLIENT_TOKENS"] == [CLIENT_TOKEN]
+    assert SECRET not in caplog.text and CLIENT_TOKEN not in caplog.text
     assert "signed_required" in caplog.text
+    assert not (tmp_path / "instance" / "example_app.secrets.json").exists()  # nothing to keep
     assert hub_reads_catalog(app)
 
 

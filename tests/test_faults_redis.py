@@ -112,8 +112,11 @@ def outage_under_load(server: RedisServer, base: str, *, down_for: float,
     hub = HubSimulator(base, STRONG_SECRET)
     first = hub.build_call("refund_create", {"order_id": first_order, "amount": 1},
                            subject="t1:u1")
-    assert hub.replay(first).status == 201
     load = Load(hub, first, first_order, start=first_order * 100)
+    # an attempt like the others: on a busy machine every repeat of it may fall in the outage,
+    # and it must not then pass for a call that was refused at every attempt
+    load.answers.append(load.send(first_order, first))
+    assert load.answers[0].status == 201
     with ThreadPoolExecutor(max_workers=4) as pool:
         for _ in range(4):
             pool.submit(load.worker)

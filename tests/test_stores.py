@@ -1229,6 +1229,9 @@ def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
 ) -> None:
     store = RedisStore(redis_server.url, clock=clock, prefix=_prefix(), check_persistence=False)
     assert claim(store, "k1", "token-a") is None
+    # the background writer would send the completion alone after a few milliseconds, before the
+    # other thread's claim on a busy machine: keep it waiting, so that claim is what carries it
+    store._pending._later._delay = 60.0
     store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
     sending = threading.Event()
     release = threading.Event()
@@ -1237,21 +1240,31 @@ def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
     def slow_send(commands: list[Any]) -> list[Any]:
         if any(b"bailing" in part or b"test-" in part for part in commands[0]) and len(commands) > 1:
             sending.set()
-            release.wait(10)
+            release.wait(60)
         return real_send(commands)
 
+    waiting = threading.Event()
+    real_wait_landed = store._pending.wait_landed
+
+    def wait_landed(key: str, timeout: float) -> None:
+        if key == "k1" and store._pending.holds(key):
+            waiting.set()
+        real_wait_landed(key, timeout)
+
     store._send = slow_send  # type: ignore[method-assign]
+    store._pending.wait_landed = wait_landed  # type: ignore[method-assign]
     other = threading.Thread(target=lambda: claim(store, "k-other", "token-x"))
     other.start()  # takes the completion of k1 along with its own claim, and is held up
-    assert sending.wait(10)
+    assert sending.wait(60)
     seen: list[Reservation | None] = []
     repeat = threading.Thread(target=lambda: seen.append(claim(store, "k1", "token-b")))
     repeat.start()
+    assert waiting.wait(60)  # the repeat reached the store while the completion is on its way
     time.sleep(0.2)
     assert seen == []  # waiting: the completion it repeats is on its way
     release.set()
-    other.join(10)
-    repeat.join(10)
+    other.join(60)
+    repeat.join(60)
     assert seen and seen[0] is not None and seen[0].outcome == "completed"
     store.close()
 
@@ -1552,6 +1565,11 @@ def test_sqlite_store_created_before_fork_works_in_the_child(tmp_path: Path) -> 
 # --- several processes, one key ------------------------------------------------------------
 
 
+#: seconds for the spawned processes to start: each imports the package and the tests afresh,
+#: which takes long on a busy machine; the race itself then has its own deadline
+_SPAWN_START = 300
+
+
 def _reserve_in_child(
     kind: str, target: str, prefix: str, key: str, barrier: Any, results: Any
 ) -> None:
@@ -1561,7 +1579,7 @@ def _reserve_in_child(
             SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
             else RedisStore(target, prefix=prefix)
         )
-        barrier.wait(timeout=60)
+        barrier.wait(timeout=_SPAWN_START)
         outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
         remembered = backend.remember_signature("sig-shared", ttl_seconds=60)
         backend.close()
@@ -1596,7 +1614,8 @@ def test_processes_racing_for_one_key_get_one_reservation(
     for process in processes:
         process.start()
     try:
-        answers = [results.get(timeout=60) for _ in processes]
+        # the first answer comes once every process has started and reached the barrier
+        answers = [results.get(timeout=_SPAWN_START if not i else 60) for i in range(workers)]
     finally:
         for process in processes:
             process.join(timeout=30)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bailing_flask._pipeline.idempotency import REPLAY_HEADER
+from bailing_flask.responses import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
@@ -25,6 +25,9 @@ from .apps.txn_app import count, query
 
 #: the moment the worker dies -> whether the call's transaction had committed by then
 MOMENTS = {"in_view": False, "before_commit": False, "after_commit": True, "during_response": True}
+#: seconds a request may wait: for a worker gunicorn boots again after a kill, for a lock the
+#: killed worker's transaction held until its database saw it die
+WORKER_BOOT = 120.0
 
 
 @pytest.mark.parametrize("kind", ["sqlalchemy-postgresql", "sqlite3", "psycopg"])
@@ -33,7 +36,9 @@ def test_a_worker_killed_at_the_worst_moments_leaves_nothing_uncertain(kind, gun
     config = backend_config(kind, request, tmp_path)
     kill_file = tmp_path / "kill"
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "TXN_KILL_FILE": str(kill_file), **config}
-    hub = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    # after a kill the next request may wait for a worker to boot (slow on a busy machine)
+    hub = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET,
+                       timeout=WORKER_BOOT)
     expected = 0
     for number, (moment, committed) in enumerate(MOMENTS.items(), start=1):
         call = hub.build_call("refund_create", {"order_id": number, "amount": 10}, subject="t1:u1")
@@ -67,8 +72,10 @@ def test_duplicates_sent_at_once_to_two_servers_sharing_the_database_run_once(ki
                                                                              request, tmp_path):
     config = backend_config(kind, request, tmp_path)
     env = {"BAILING_TEST_SECRET": STRONG_SECRET, "TXN_DELAY": "0.3", **config}
-    first = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
-    second = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET)
+    first = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env), STRONG_SECRET,
+                         timeout=WORKER_BOOT)
+    second = HubSimulator(gunicorn("tests.apps.txn_app:create_app()", workers=2, env=env),
+                          STRONG_SECRET, timeout=WORKER_BOOT)
     call = first.build_call("refund_create", {"order_id": 1, "amount": 10}, subject="t1:u1")
     with ThreadPoolExecutor(max_workers=12) as pool:
         answers = list(pool.map(lambda i: (first if i % 2 else second).replay(call), range(12)))

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from flask import Flask, jsonify
 
-from bailing_flask import Bailing, BailingMiddleware, tool
+from bailing_flask import Bailing, tool
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.testing import HubSimulator, signed_headers
 
 from ._servers import gunicorn_serving, serving, uwsgi_serving
@@ -148,7 +149,7 @@ def test_uwsgi_http_socket_with_connection_close_survives_a_keep_alive_client(uw
     """
     base = uwsgi("tests.live_uwsgi", env={"BAILING_TEST_SECRET": STRONG_SECRET})
     host, port = base.split("//", 1)[1].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
     statuses = []
     try:
         for _ in range(40):

@@ -25,7 +25,7 @@ def app(tmp_path):
         "BAILING_HUB_URL": "https://hub.example.com",   # bailing_fake_hub points it at itself
         "BAILING_STORE": "memory://",
         "SECRET_KEY": "test",
-    })
+    }, instance_path=str(tmp_path / "instance"))
 # [end:fixture]
 
 
