@@ -23,7 +23,12 @@ from bailing_flask._pipeline.sync import call_sync, check_async_support
 from bailing_flask._pipeline.catalog import Catalog, build_catalog
 from bailing_flask.errors import ConfigurationError, SignatureError
 from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_gates, run_declared_view
-from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
+from bailing_flask.integrations import (
+    FlaskHTTPAuthBridge,
+    FlaskLoginBridge,
+    exempt_tool_calls_from_csrf,
+    forget_bridged_user,
+)
 from bailing_flask._pipeline.registry import Registry, build_registry
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
 from bailing_flask.settings import Config, load_config, option_key
@@ -426,6 +431,25 @@ class Bailing:
         :class:`~bailing_flask.integrations.FlaskLoginBridge`.
         """
         bridge = FlaskLoginBridge(login_manager)
+        self.admission_hooks.append(bridge.admit)
+        return bridge
+
+    def bridge_flask_httpauth(self, auth: Any) -> FlaskHTTPAuthBridge:
+        """Let Flask-HTTPAuth's ``login_required`` pass admitted calls as the subject loader's user.
+
+        ``auth`` is an ``HTTPTokenAuth``, ``HTTPBasicAuth`` or ``MultiAuth``.
+        For a verified call to a declared tool that the gate admitted, and
+        for nothing else: ``@auth.login_required`` (and
+        ``method_decorators = [auth.login_required]``) passes with the user
+        the subject loader returned, ``role=`` is checked with the app's
+        ``get_user_roles``, and ``auth.current_user()`` is that user. The
+        subject loader must return what ``verify_token`` /
+        ``verify_password`` return. No user answers ``403 login_required``
+        and a missing role ``403 role_required`` (JSON, never a ``401`` with
+        ``WWW-Authenticate``). Every other request is Flask-HTTPAuth's as
+        before. See :class:`~bailing_flask.integrations.FlaskHTTPAuthBridge`.
+        """
+        bridge = FlaskHTTPAuthBridge(auth)
         self.admission_hooks.append(bridge.admit)
         return bridge
 

@@ -20,6 +20,10 @@ hub call with one line, and only a hub call:
   <bailing_flask.Bailing.bridge_flask_login>`): Flask-Login's
   ``current_user`` is the subject loader's user for an admitted call, and
   only for one;
+* :class:`FlaskHTTPAuthBridge` (through :meth:`Bailing.bridge_flask_httpauth
+  <bailing_flask.Bailing.bridge_flask_httpauth>`): Flask-HTTPAuth's
+  ``login_required`` passes an admitted call with the subject loader's user,
+  and only an admitted one;
 * :func:`exempt_tool_calls_from_csrf`: Flask-WTF's ``CSRFProtect`` skips
   verified tool calls and nothing else (installed automatically);
 * :func:`exempt_hub_requests`: a ``before_request`` function of another
@@ -35,6 +39,7 @@ import logging
 import types
 import typing
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, current_app, g, has_request_context, request
@@ -53,6 +58,7 @@ __all__ = [
     "rate_limit_key",
     "cache_key",
     "FlaskLoginBridge",
+    "FlaskHTTPAuthBridge",
     "exempt_tool_calls_from_csrf",
     "exempt_hub_requests",
 ]
@@ -60,8 +66,8 @@ __all__ = [
 logger = logging.getLogger("bailing_flask")
 
 _IS_TOOL_CALL_KEY = "bailing.is_tool_call"
-#: Set in the environ when the Flask-Login bridge put a user into this request.
-LOGIN_BRIDGED_KEY = "bailing.login_bridged"
+#: The names in ``g`` that a bridge (Flask-Login, Flask-HTTPAuth) set for this request.
+BRIDGED_KEY = "bailing.bridged"
 _PATCHED_ATTR = "__bailing_patched__"
 
 
@@ -463,11 +469,142 @@ class FlaskLoginBridge:
         # what Flask-Login's own loaders end with; replaces a user an earlier
         # before_request function may already have loaded for this request
         g._login_user = user
-        request.environ[LOGIN_BRIDGED_KEY] = True
+        _bridged("_login_user")
         return None
+
+
+def _bridged(name: str) -> None:
+    """Note that ``g.<name>`` belongs to this request only (see :func:`forget_bridged_user`)."""
+    request.environ.setdefault(BRIDGED_KEY, set()).add(name)
 
 
 def forget_bridged_user(exc: BaseException | None = None) -> None:
     """``teardown_request``: the bridged user never outlives its request (shared app contexts)."""
-    if has_request_context() and request.environ.get(LOGIN_BRIDGED_KEY):
-        g.pop("_login_user", None)
+    names = request.environ.get(BRIDGED_KEY) if has_request_context() else None
+    for name in names or ():
+        g.pop(name, None)
+    if names and "flask_httpauth_user" in names:
+        _ADMITTED.set(None)
+
+
+# -- Flask-HTTPAuth ---------------------------------------------------------------------
+
+
+def _httpauth_objects(auth: Any) -> tuple[Any, ...]:
+    """The ``HTTPAuth`` objects behind ``auth``: itself, or a ``MultiAuth``'s main and others."""
+    if hasattr(auth, "main_auth"):  # MultiAuth (``additional_auth`` before Flask-HTTPAuth 4.8.1)
+        others = getattr(auth, "additional_auths", getattr(auth, "additional_auth", ()))
+        return (auth.main_auth, *others)
+    if all(hasattr(auth, name) for name in ("authenticate", "authorize", "auth_error_callback")):
+        return (auth,)
+    raise TypeError("expected a flask_httpauth HTTPTokenAuth, HTTPBasicAuth, HTTPDigestAuth or "
+                    f"MultiAuth, got {auth!r}")
+
+
+#: The call the gate admitted in this context, set by the Flask-HTTPAuth bridge and cleared
+#: when the request ends: one context-variable read tells every other request apart.
+_ADMITTED: ContextVar[ToolCall | None] = ContextVar("bailing_admitted_call", default=None)
+
+
+def _admitted_here() -> ToolCall | None:
+    """:func:`_admitted_call`, for the cost of one context-variable read when there is none."""
+    call = _ADMITTED.get()
+    if call is None:
+        return None
+    return call if _admitted_call() is call else None  # one left by another request is never trusted
+
+
+def _when_not_admitted(original: Callable[..., Any], admitted: Callable[[ToolCall], Any]
+                       ) -> Callable[..., Any]:
+    """``original``, except for an admitted hub call, which gets ``admitted(call)`` instead."""
+
+    def bridged(*args: Any, **kwargs: Any) -> Any:
+        call = _admitted_here()
+        if call is None:
+            return original(*args, **kwargs)
+        return admitted(call)
+
+    functools.update_wrapper(bridged, original)
+    setattr(bridged, _PATCHED_ATTR, True)
+    return bridged
+
+
+def _httpauth_refusal(original: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``auth_error_callback`` that answers admitted hub calls with the package's JSON."""
+
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        if _admitted_here() is not None:
+            status = args[0] if args else kwargs.get("status", 401)
+            refusal = _hub_refusal("role_required" if status == 403 else "login_required")
+            if refusal is not None:
+                return refusal
+        return original(*args, **kwargs)
+
+    functools.update_wrapper(answer, original)
+    setattr(answer, _PATCHED_ATTR, True)
+    return answer
+
+
+class FlaskHTTPAuthBridge:
+    """Let Flask-HTTPAuth's ``login_required`` pass admitted calls, as the subject loader's user.
+
+    Installed with :meth:`Bailing.bridge_flask_httpauth
+    <bailing_flask.Bailing.bridge_flask_httpauth>` for an ``HTTPTokenAuth``,
+    ``HTTPBasicAuth`` (or ``HTTPDigestAuth``) object, or a ``MultiAuth`` of
+    them. A hub call carries no credentials of the app's own: its signature
+    and subject already say who acts. So when the gate admits a call
+    (signature, subject, arguments and authorization all passed):
+
+    * ``login_required`` authenticates it as the user the subject loader
+      returned, without calling ``verify_token`` / ``verify_password``, and
+      whatever ``Authorization`` header the request carries (the hub sends
+      none; a header is no signed part of the call) neither picks the user
+      nor, for a ``MultiAuth``, the scheme: the main one decides, as for any
+      request without credentials;
+    * ``login_required(role=...)`` asks the app's ``get_user_roles`` about
+      that user, as for any user;
+    * ``auth.current_user()`` is that user, from the gate's decision to the
+      end of the request, in the view and in anything it calls;
+    * a refusal is the package's JSON instead of a ``401`` with
+      ``WWW-Authenticate``: no user (an anonymous call, an unknown subject)
+      answers ``403 login_required``, a missing role ``403 role_required``.
+
+    Every other request (unsigned, signed to a route that is not a tool, or
+    refused by the gate, which then never reaches the view) goes through
+    Flask-HTTPAuth exactly as without the bridge. Flask-HTTPAuth offers no
+    callback for a request without credentials (``verify_token`` is never
+    called without a token), so the bridge wraps three methods of the
+    objects given to it, on those objects only: ``authenticate``,
+    ``auth_error_callback`` (set again if ``@auth.error_handler`` replaces
+    it later) and, for a ``MultiAuth``'s main object, ``is_compatible_auth``.
+    For any request but an admitted call each wrapper costs one
+    context-variable read before it calls Flask-HTTPAuth's own method.
+    """
+
+    def __init__(self, auth: Any) -> None:
+        self.auth = auth
+        self.objects = _httpauth_objects(auth)
+        for obj in self.objects:
+            if not getattr(obj.authenticate, _PATCHED_ATTR, False):
+                obj.authenticate = _when_not_admitted(obj.authenticate, lambda call: call.user)
+            self._wrap_error_callback(obj)
+        if len(self.objects) > 1 or self.objects[0] is not auth:  # a MultiAuth: the main one decides
+            main = self.objects[0]
+            if not getattr(main.is_compatible_auth, _PATCHED_ATTR, False):
+                main.is_compatible_auth = _when_not_admitted(main.is_compatible_auth, lambda call: True)
+
+    @staticmethod
+    def _wrap_error_callback(obj: Any) -> None:
+        callback = obj.auth_error_callback
+        if callback is not None and not getattr(callback, _PATCHED_ATTR, False):
+            obj.auth_error_callback = _httpauth_refusal(callback)
+
+    def admit(self, call: ToolCall) -> ErrorInfo | None:
+        """Called by the gate for every call it is about to admit, in an app that has this bridge."""
+        for obj in self.objects:  # an @auth.error_handler registered after the bridge
+            self._wrap_error_callback(obj)
+        # what login_required stores and current_user() reads, replaced for this request
+        g.flask_httpauth_user = call.user
+        _bridged("flask_httpauth_user")
+        _ADMITTED.set(call)
+        return None

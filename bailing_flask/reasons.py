@@ -170,6 +170,11 @@ _TABLE: tuple[Reason, ...] = (
            "This tool's view requires a logged-in user, and the call's subject is "
            "anonymous or not a user of this application."
        )),
+    _r("role_required", 403, "forbidden",
+       (
+           "This tool's view requires a role the acting user does not have in this "
+           "application."
+       )),
     _r("login_user_invalid", 500, "login_user_invalid",
        (
            "This tool's view uses Flask-Login, but the app's subject loader returned an "

@@ -169,6 +169,9 @@ def explain_unrouted(state: BailingState) -> None:
         replacement = NotFound(response=response)
     else:
         return
+    body = response.get_json(silent=True)
+    if isinstance(body, dict):  # flask-restx answers an HTTPException with its ``data``, not its response
+        setattr(replacement, "data", body)
     if verified is not None:  # the hub called something its catalog does not have
         logger.warning("bailing: refused %s %s: %s (a signed call that no route serves)",
                        request.method, request.path[:200], response.headers.get("X-Bailing-Reason"))

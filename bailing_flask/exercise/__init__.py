@@ -143,6 +143,19 @@ def _extension_of(func: Any) -> str | None:
     return _EXTENSIONS.get(module.split(".", 1)[0])
 
 
+def _httpauth_culprit(seen: tuple[Any, Any], status: int) -> tuple[str, str]:
+    auth, user = seen
+    what = f"{type(auth).__name__} (scheme {getattr(auth, 'scheme', None)!r})"
+    if user in (False, None):
+        why = "a hub call carries no credentials of its own, so it is not authenticated"
+    else:
+        why = "its get_user_roles refused the role the view asks for"
+    return (f"Flask-HTTPAuth: login_required of the {what} answered {status}: {why}",
+            "call bailing.bridge_flask_httpauth(auth): for admitted calls login_required then passes "
+            "with the subject loader's user (roles from your get_user_roles), and auth.current_user() "
+            "is that user")
+
+
 class _Exercise:
     def __init__(self, app: Flask, secret: str, subjects: Sequence[str], probe_only: bool = False,
                  https: bool | None = None) -> None:
@@ -281,6 +294,9 @@ class _Exercise:
                                "this tool's view, or do not expose it as a tool")
             return where, ("call bailing.bridge_flask_login(login_manager): current_user is then the "
                            "subject loader's user for admitted calls")
+        httpauth = self.watch.httpauth.get(id(probe))
+        if httpauth is not None and status in (401, 403) and REASON_HEADER not in response.headers:
+            return _httpauth_culprit(httpauth, status)
         if exception is not None:
             return (f"the request raised {type(exception).__name__}: {str(exception)[:160]}",
                     "see the traceback in the log")
@@ -461,7 +477,14 @@ class _Exercise:
         if reason == "login_required" and subject == PROBE_SUBJECT:
             self.add(target, "stack", "warn",
                      "login_required refused the unknown probe subject (403 login_required, through "
-                     "the Flask-Login bridge); pass --subject to exercise the rest of the view's stack")
+                     "the Flask-Login or Flask-HTTPAuth bridge); pass --subject to exercise the rest of "
+                     "the view's stack")
+            return
+        if reason == "role_required":
+            self.add(target, "stack", "warn",
+                     f"Flask-HTTPAuth's login_required(role=...) refused {subject!r} (403 role_required, "
+                     "through the bridge): the rest of the view's stack was not exercised", None,
+                     "pass --subject with a user that has the role the view asks for")
             return
         if reason == "fresh_login_required":
             self.add(target, "stack", "fail",
@@ -477,7 +500,20 @@ class _Exercise:
     def subject_check(self, target: str, tool: CompiledTool, args: dict[str, Any]
                       ) -> tuple[ExerciseProbe, HubResponse]:
         probe, response = self.send("subject", tool, args, self.subject)
-        if probe.reached_view:
+        refused_in_view = response.headers.get(REASON_HEADER) if probe.gate == "admitted" else None
+        if refused_in_view == "role_required":
+            self.add(target, "subject", "warn",
+                     f"the authorizer admitted {self.subject!r}, then Flask-HTTPAuth's "
+                     "login_required(role=...) refused it (403 role_required): the hub's probe counts "
+                     "this user as allowed, and every call fails", None,
+                     "let the authorizer refuse the users the view's role check refuses")
+        elif refused_in_view == "login_required":
+            self.add(target, "subject", "warn",
+                     f"the authorizer admitted {self.subject!r} without a user (the subject loader "
+                     "returned None), then login_required refused it (403 login_required)", None,
+                     "return the subject's user from the subject loader, or let the authorizer "
+                     "refuse calls without one")
+        elif probe.reached_view:
             self.views_ran.append(f"{tool.name} as {self.subject!r}")
             status: Status = "pass" if 200 <= response.status < 300 else "warn"
             self.add(target, "subject", status, f"the view ran for {self.subject!r}: {self._answer(response)}")

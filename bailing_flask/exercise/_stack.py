@@ -13,7 +13,7 @@ below), and their key is read from the decorator's closure.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +74,28 @@ def _stack(app: Flask, endpoint: str, method: str) -> Iterator[Any]:
             target = getattr(view_class, method.lower(), None)
             if target is None and method == "HEAD":
                 target = getattr(view_class, "get", None)
-            yield from (f for f in _chain(target) if not _module(f).startswith("bailing_flask."))
+            yield from _method_decorators(view_class, method)
+            for inner in _chain(target):
+                if _module(inner) == "bailing_flask.declare" or getattr(inner, "__wrapped__", None) is None:
+                    return  # the @tool wrapper, or the method itself
+                yield inner
             return
         if getattr(func, "__wrapped__", None) is None:
             return  # the view itself (a tool declared above its route)
         yield func
+
+
+def _method_decorators(view_class: type, method: str) -> list[Any]:
+    """flask-restx's and Flask-RESTful's ``Resource.method_decorators``, outermost first.
+
+    Each is applied to the bound method when a request is dispatched (the
+    last one listed runs first); Flask-RESTful also takes a mapping from the
+    method's name to its list.
+    """
+    listed: Any = getattr(view_class, "method_decorators", None) or ()
+    if isinstance(listed, Mapping):
+        listed = listed.get(method.lower(), ())
+    return [decorator for decorator in reversed(list(listed)) if callable(decorator)]
 
 
 def decorators_of(app: Flask, endpoint: str, method: str) -> list[str]:

@@ -3,12 +3,15 @@
 Each is replaced for the duration of one run by a wrapper that records
 what ran and what answered (by the ``ExerciseProbe`` of the request), and
 put back afterwards: the exercise observes the app, it does not change
-what the app answers.
+what the app answers. Flask-HTTPAuth's objects are not known to the
+package (one is only found in a view's decorators), so the ``authenticate``
+method of its classes is watched instead, if the app imported it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +43,9 @@ class _Watch:
         #: ``(subject, user)`` of every call of the subject loader
         self.loaded: list[tuple[str, Any]] = []
         self.authorized = 0
+        #: ``id(probe)`` -> the Flask-HTTPAuth object whose ``login_required`` authenticated it
+        #: (with what its ``authenticate`` returned)
+        self.httpauth: dict[int, tuple[Any, Any]] = {}
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Watch]:
@@ -65,7 +71,8 @@ class _Watch:
                 setattr(manager, name, self._flask_login(getattr(manager, name), name))
         got_request_exception.connect(self._exception, app)
         try:
-            yield self
+            with self._httpauth_watched():
+                yield self
         finally:
             got_request_exception.disconnect(self._exception, app)
             for key, funcs in saved.items():
@@ -149,6 +156,37 @@ class _Watch:
                 probe.flask_login = name
             return original(*args, **kwargs)
 
+        return watched
+
+    @contextlib.contextmanager
+    def _httpauth_watched(self) -> Iterator[None]:
+        """Flask-HTTPAuth's ``authenticate`` methods (every class that defines one), for one run."""
+        module = sys.modules.get("flask_httpauth")
+        base = getattr(module, "HTTPAuth", None)
+        classes: list[type] = []
+        pending = [base] if isinstance(base, type) else []
+        while pending:
+            cls = pending.pop()
+            classes.append(cls)
+            pending.extend(cls.__subclasses__())
+        watched = [(cls, cls.__dict__["authenticate"]) for cls in classes if "authenticate" in cls.__dict__]
+        for cls, original in watched:
+            setattr(cls, "authenticate", self._authenticate(original))
+        try:
+            yield
+        finally:
+            for cls, original in watched:
+                setattr(cls, "authenticate", original)
+
+    def _authenticate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def watched(auth: Any, *args: Any, **kwargs: Any) -> Any:
+            user = original(auth, *args, **kwargs)
+            probe = self._probe()
+            if probe is not None and id(probe) not in self.httpauth:
+                self.httpauth[id(probe)] = (auth, user)
+            return user
+
+        watched.__wrapped__ = original  # type: ignore[attr-defined]
         return watched
 
     def _exception(self, sender: Any, exception: BaseException, **extra: Any) -> None:
