@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from flask import Flask, Response, has_request_context, request
 
+from bailing_flask._audit_sink import configured_sink
 from bailing_flask._state import EXTENSION_KEY, state_of
 from bailing_flask._pipeline.mount import path_map_for
 from bailing_flask.wire.base_url import PathMap, checked_base_url
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.idempotency import Idempotency
     from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
-    from bailing_flask.audit import TelemetryHook
+    from bailing_flask.audit import JsonLinesSink, TelemetryHook
     from bailing_flask.hub.client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
@@ -82,6 +83,8 @@ class BailingState:
         self.blueprints: tuple[Any, ...] = ()
         #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
         self.telemetry: TelemetryHook | None = None
+        #: the direct audit sink (``BAILING_AUDIT_SINK``), ``None`` when not set
+        self.audit_sink: JsonLinesSink | None = None
         self._approvals: BusinessApprovals | None = None
 
     def run_declared_view(self, declaration: Any, view: Callable[..., Any], args: tuple[Any, ...],
@@ -311,6 +314,7 @@ class Bailing:
         from bailing_flask.config_check import check_at_init, check_at_first_request, log_at_init
 
         problems = check_at_init(app)  # raises for a configuration that cannot work
+        audit_sink = configured_sink(app.config["BAILING_AUDIT_SINK"])
         secrets = provider_secrets(app.config)
         state_holder: list[BailingState] = []
         middleware = BailingMiddleware(
@@ -340,6 +344,7 @@ class Bailing:
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware)
+        state.audit_sink = audit_sink
         state_holder.append(state)
         app.extensions[EXTENSION_KEY] = state
         log_at_init(state, problems)

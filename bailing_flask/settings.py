@@ -152,6 +152,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Emit an OpenTelemetry span per tool call and the call and refusal metrics through "
             "the global tracer and meter providers (needs the `otel` extra). "
             "`bailing_flask.otel.instrument(app, ...)` does the same with chosen providers."),
+    Setting("BAILING_AUDIT_SINK", None,
+            "Also write every audit record as one JSON line, off the request path: a "
+            "`bailing_flask.audit.JsonLinesSink` (to a file, a stream or a callable), or the path "
+            "of a file to append to. The request only queues the record (a full queue drops it, "
+            "counted and logged, and never waits); a thread in each worker process writes the "
+            "same line the `bailing_flask.audit` logger would log. `None`: no sink."),
 )
 
 def provider_secrets(config: Mapping[str, Any]) -> Any:
