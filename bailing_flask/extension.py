@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+import click
 from flask import Flask, Response, has_request_context, request
 
 from bailing_flask._audit_sink import configured_sink
@@ -59,6 +60,33 @@ def _transaction_mode(idempotency: Idempotency) -> TransactionalIdempotency:
     from bailing_flask.transactional import TransactionalIdempotency
 
     return TransactionalIdempotency(idempotency)
+
+
+class _CommandsOnUse(click.Group):
+    """``flask bailing``: the commands, and what they import, load when the group is used.
+
+    ``Bailing(app)`` adds it to ``app.cli``; only ``flask bailing ...`` (or
+    ``flask --help``) imports :mod:`bailing_flask.cli`, so serving
+    processes and other commands never load it.
+    """
+
+    @staticmethod
+    def _group() -> click.Group:
+        from bailing_flask.cli import bailing_cli
+
+        return bailing_cli
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._group().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._group().get_command(ctx, cmd_name)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self._group().get_short_help_str(limit)
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._group().format_help_text(ctx, formatter)
 
 
 class BailingState:
@@ -359,9 +387,7 @@ class Bailing:
         if app.config["BAILING_CSRF_EXEMPT"]:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
-        from bailing_flask.cli import bailing_cli
-
-        app.cli.add_command(bailing_cli)
+        app.cli.add_command(_CommandsOnUse("bailing"))
         if app.config["BAILING_OTEL"]:
             from bailing_flask.otel import instrument
 

@@ -25,15 +25,6 @@ from flask import Blueprint, Response, current_app, request
 
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import SignatureError
-from bailing_flask.hub.payloads import (
-    ApprovalRequest,
-    DeliveryWebhook,
-    JobRecord,
-    PayloadError,
-    parse_approval_request,
-    parse_delivery,
-    parse_job_record,
-)
 from bailing_flask.responses import REASON_HEADER, json_response, reason_response
 from bailing_flask.signals import callback_received
 from bailing_flask.settings import provider_secrets
@@ -42,10 +33,29 @@ from bailing_flask.stores import EntryMeta, StoredResponse, StoreUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
+    from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 
 __all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint", "dedupe_key"]
 
 logger = logging.getLogger("bailing_flask")
+
+def parse_job_record(raw: bytes) -> JobRecord:
+    from bailing_flask.hub.payloads import parse_job_record as parse  # loaded by the first callback
+
+    return parse(raw)
+
+
+def parse_delivery(raw: bytes) -> DeliveryWebhook:
+    from bailing_flask.hub.payloads import parse_delivery as parse
+
+    return parse(raw)
+
+
+def parse_approval_request(raw: bytes) -> ApprovalRequest:
+    from bailing_flask.hub.payloads import parse_approval_request as parse
+
+    return parse(raw)
+
 
 #: kind -> (settings key of its path, parser)
 CALLBACK_KINDS: dict[str, tuple[str, Callable[[bytes], Any]]] = {
@@ -70,6 +80,8 @@ _LIKELY_CAUSE = {
 
 def dedupe_key(kind: str, payload: Any) -> str:
     """One key per event: a re-run of the same job (after an approval) is a new event."""
+    from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
+
     if isinstance(payload, ApprovalRequest):
         return f"callback:approval:{payload.approval_id}"
     if isinstance(payload, DeliveryWebhook):
@@ -112,6 +124,8 @@ def _handle(state: BailingState, kind: str) -> Response:
         )
     except SignatureError as error:
         return _refused(kind, error, state)
+    from bailing_flask.hub.payloads import PayloadError
+
     _, parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)

@@ -13,7 +13,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
@@ -22,11 +22,12 @@ from bailing_flask._pipeline.schema import converter_schema, model_schema, type_
 from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ConfigurationError, ToolDeclarationError
-from bailing_flask.lint.codes import Finding, finding
 from bailing_flask._pipeline.param_hazards import param_findings
 from bailing_flask._pipeline.projection import Shaper, make_shaper
 from bailing_flask.declare import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
-from bailing_flask.transactional import findings as transactional_findings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.lint.codes import Finding
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
 
@@ -377,6 +378,8 @@ def _compile_tool(
 
 
 def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     findings: list[Finding] = []
     key = tool.operation_key
     if tool.authorizer is None and not has_app_authorizer:
@@ -413,6 +416,8 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
     Declaration errors that make a tool impossible to describe (a bad model,
     a Param naming no route variable) raise :class:`ToolDeclarationError`.
     """
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     tools: list[Tool] = []
     not_exported: list[NotExported] = []
     findings: list[Finding] = []
@@ -464,7 +469,7 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
             by_endpoint[(rule.endpoint, method)] = compiled
             tools.append(compiled)
             findings.extend(_route_findings(compiled, has_app_authorizer))
-            findings.extend(transactional_findings(app, compiled))
+            findings.extend(_transaction_findings(app, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
     passthrough = frozenset(
@@ -472,6 +477,20 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
         if item.reason in ("enabled=False", "method not in methods=")
     )
     return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
+
+
+def _transaction_findings(app: Flask, tool: Tool) -> list[Finding]:
+    """What ``flask bailing check`` says about a tool's transaction mode.
+
+    :mod:`bailing_flask.transactional` is imported only for a tool that may
+    run in that mode (the same test the idempotency run makes).
+    """
+    mode = tool.options.transactional
+    if not (mode or (mode is None and app.config.get("BAILING_TRANSACTIONAL"))):
+        return []
+    from bailing_flask.transactional import findings
+
+    return findings(app, tool)
 
 
 def _max_items(app: Flask) -> int | None:
@@ -490,6 +509,8 @@ def _max_items(app: Flask) -> int | None:
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:
     """Two tools with one name break every tool of a job in the hub: name both views."""
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     first_by_name: dict[str, Tool] = {}
     findings = []
     for tool in tools:
