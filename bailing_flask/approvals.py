@@ -23,6 +23,17 @@ audited, with ``approval`` saying what was missing). Records live in the
 idempotency store (memory, SQLite or Redis), for
 ``BAILING_APPROVAL_RETENTION`` seconds.
 
+An approval admits exactly one call. The check above only finds the
+approvals that would admit it; the approval is *spent* where the call is
+reserved, in the same atomic step of the store
+(:meth:`~bailing_flask.stores.IdempotencyStore.claim_approved`), and the
+store records which call spent it. A repeat of that call is answered from
+its idempotency record as before; any other call -- the same arguments
+serialised differently, sent at the same time or later -- is refused with
+``approval: used`` (``_spend_approval``). In the transaction mode the
+approval is spent in the app's own transaction instead
+(:mod:`bailing_flask.transactional`).
+
 What it closes: a hub route that lets the call through without the
 business's decision (a route whose approval type was changed to another
 lane, a console operator approving in the hub, a stale catalog in which the
@@ -49,7 +60,13 @@ from pydantic import BaseModel, ValidationError
 from bailing_flask.wire.jsenc import js_string
 from bailing_flask.audit import APPROVAL_KEY
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.stores import ApprovalRecord, StoreUnavailable
+from bailing_flask.stores import (
+    ApprovalRecord,
+    EntryMeta,
+    IdempotencyStore,
+    Reservation,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
@@ -67,6 +84,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("bailing_flask")
+
+#: Where the check leaves the approved records whose arguments match the call, for the step
+#: that spends one of them (a tuple of :class:`ApprovalRecord`, oldest first).
+_CANDIDATES_KEY = "bailing.approval_candidates"
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
@@ -189,7 +210,11 @@ class BusinessApprovals:
 
 
 def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> ErrorInfo | None:
-    """``None`` when this app approved exactly this call, else the refusal."""
+    """``None`` when this app approved exactly this call, else the refusal.
+
+    The approvals found are only noted: one of them is spent where the call
+    is reserved (``_spend_approval``), atomically with the reservation.
+    """
     if not call.job_id:
         return _refusal(tool, call, "missing")
     try:
@@ -199,10 +224,10 @@ def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> 
         return ErrorInfo.make("idempotency_store_unavailable")
     mine = [record for record in records if record.subject == call.subject]
     approved = [record for record in mine if record.status == "approved"]
-    for record in approved:
-        if _arguments_match(tool, call, record):
-            request.environ[APPROVAL_KEY] = record.approval_id
-            return None
+    matching = tuple(record for record in approved if _arguments_match(tool, call, record))
+    if matching:  # spent (or found spent) where the call is reserved: _spend_approval
+        request.environ[_CANDIDATES_KEY] = matching
+        return None
     if approved:
         problem = "arguments_differ"
     elif any(record.status == "denied" for record in mine):
@@ -212,7 +237,71 @@ def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> 
     return _refusal(tool, call, problem)
 
 
+class _ApprovalRefused(Exception):
+    """No approval could be spent on the call; the gate answers ``info`` (and audits it)."""
+
+    def __init__(self, info: ErrorInfo) -> None:
+        super().__init__(info.reason)
+        self.info = info
+
+
+def _approval_candidates(tool: Tool, call: ToolCall) -> tuple[ApprovalRecord, ...]:
+    """The approvals :func:`check_business_approval` found for this call, oldest first.
+
+    :raises _ApprovalRefused: there are none (the check did not run: fail closed).
+    """
+    found: tuple[ApprovalRecord, ...] | None = request.environ.get(_CANDIDATES_KEY)
+    if not found:
+        raise _ApprovalRefused(_refusal(tool, call, "missing"))
+    return found
+
+
+def _spend_approval(
+    store: IdempotencyStore, tool: Tool, call: ToolCall, key: str, *, token: str,
+    lease_seconds: float, retention_seconds: float, meta: EntryMeta, reserve: bool = True,
+) -> Reservation | None:
+    """Spend one of the call's approvals and reserve ``key``, in one step of the store.
+
+    ``None``: the call owns ``key`` and an approval was spent on it (run it);
+    a :class:`Reservation`: ``key`` is held (answered from its entry, no
+    approval spent). A store that cannot spend approvals makes the call fail
+    closed with ``503``.
+
+    :raises _ApprovalRefused: every approval of the call was spent already
+        (``approval: used``), or none is left (``missing``).
+    :raises StoreUnavailable: as :meth:`~bailing_flask.stores.IdempotencyStore.claim`.
+    """
+    candidates = _approval_candidates(tool, call)
+    try:
+        claim = store.claim_approved(
+            key, approval_ids=[record.approval_id for record in candidates], token=token,
+            lease_seconds=lease_seconds, retention_seconds=retention_seconds, meta=meta,
+            reserve=reserve,
+        )
+    except NotImplementedError as exc:
+        logger.error("bailing: %s; refusing every call of business_approval tool %r", exc,
+                     tool.name)
+        raise _ApprovalRefused(ErrorInfo.make("idempotency_store_unavailable")) from None
+    if claim.outcome == "reserved":
+        request.environ[APPROVAL_KEY] = claim.approval_id
+        return None
+    if claim.outcome == "held":
+        spent = [record.approval_id for record in candidates if record.used_by == key]
+        if spent:  # the approval this call spent when it first ran
+            request.environ[APPROVAL_KEY] = spent[0]
+        return claim.reservation
+    raise _ApprovalRefused(_refusal(tool, call, claim.outcome))
+
+
 def _refusal(tool: Tool, call: ToolCall, problem: str) -> ErrorInfo:
+    """``403 business_approval_required`` with ``approval: problem``, logged."""
+    if problem == "used":
+        logger.warning(
+            "bailing: refused %r for job %r, subject %r: the approval of these arguments admitted "
+            "another call already (used); one approval runs one call", tool.name, call.job_id,
+            call.subject,
+        )
+        return ErrorInfo.make("business_approval_required", approval=problem)
     logger.warning(
         "bailing: refused %r for job %r, subject %r: no approval by this business for this call "
         "(%s)", tool.name, call.job_id, call.subject, problem,

@@ -346,6 +346,27 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
                                       else f"repeats get HTTP {status_code}"))
 
 
+@bailing_cli.group("store")
+def store_group() -> None:
+    """The idempotency store's tables (the SQL store on PostgreSQL or MySQL/MariaDB)."""
+
+
+@store_group.command("init")
+@click.option("--sql", "show_sql", is_flag=True,
+              help="Print the DDL instead of running it (to migrate by hand).")
+@click.option("--dialect", type=click.Choice(["postgresql", "mysql"]),
+              help="With --sql: the DDL for this database, whatever BAILING_STORE names.")
+def store_init(show_sql: bool, dialect: str | None) -> None:
+    """Create or upgrade the SQL store's tables (safe to run on every deploy)."""
+    from bailing_flask.stores._sql_schema import init_command
+
+    try:
+        click.echo(init_command(None if dialect and show_sql else _state().idempotency.store(),
+                                show_sql, dialect), nl=False)
+    except (StoreUnavailable, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def _expected_base_url(catalog_url: str | None) -> tuple[str | None, str | None]:
     """The base URL this app's catalog paths are relative to, and where that comes from.
 

@@ -137,8 +137,9 @@ def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
         if not isinstance(store, IdempotencyStore):
             problems.append(ConfigProblem(
                 "error", "BAILING_STORE", "invalid_store",
-                "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://...) or an "
-                "IdempotencyStore"))
+                "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://..., "
+                "postgresql+psycopg://..., mysql+pymysql://...) or an IdempotencyStore such as "
+                "SQLStore(db.engine)"))
     return problems
 
 

@@ -184,8 +184,8 @@ _TABLE: tuple[Reason, ...] = (
     _r("business_approval_required", 403, "forbidden",
        (
            "This tool runs only after the business approved this exact call (same job, "
-           "subject and arguments) in its own approval flow; no such approval is on record"
-           " here."
+           "subject and arguments) in its own approval flow, and each approval admits one "
+           "call; no unspent approval of this call is on record here."
        )),
     # hub callbacks (job finished, delivery webhook, approval request): the hub retries a 5xx only
     _r("no_handler", 404, "not_found",

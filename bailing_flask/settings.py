@@ -98,7 +98,11 @@ SETTINGS: tuple[Setting, ...] = (
             "keeps when the model does not set a `max_length` of its own. The rest are cut and the "
             "cut is named in the answer's `truncated` field. `None` or `0`: no default cap."),
     Setting("BAILING_STORE", None,
-            "Idempotency store URL: `memory://`, `sqlite:///path.db` or `redis://host:6379/0`. "
+            "Idempotency store: a URL (`memory://`, `sqlite:///path.db`, `redis://host:6379/0`, "
+            "or a PostgreSQL/MySQL/MariaDB SQLAlchemy URL such as "
+            "`postgresql+psycopg://user:password@host/db` or `mysql+pymysql://user:password@host/db`, "
+            "whose tables `flask bailing store init` creates), or a store object: "
+            "`SQLStore(db.engine)` shares the app's own engine and pool. "
             "Default: a SQLite file `bailing.sqlite3` in the app's instance folder. "
             "`sqlite:///path.db?busy_timeout=2`: seconds a side effect waits for another "
             "process's lock on the file (default 5) before it is refused with 503 "

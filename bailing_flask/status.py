@@ -127,7 +127,7 @@ def redis_persistence(store: Any) -> dict[str, Any]:
 
 
 def _store(state: BailingState) -> dict[str, Any]:
-    from bailing_flask.stores import RedisStore, SQLiteStore, StoreUnavailable
+    from bailing_flask.stores import RedisStore, SQLiteStore, SQLStore, StoreUnavailable
 
     report: dict[str, Any] = {"backend": None, "reachable": False, "error": None,
                               "persistence": None}
@@ -139,7 +139,7 @@ def _store(state: BailingState) -> dict[str, Any]:
     report["backend"] = type(store).__name__
     if isinstance(store, SQLiteStore):
         report["location"] = store.path
-    elif isinstance(store, RedisStore):
+    elif isinstance(store, (RedisStore, SQLStore)):
         report["location"] = store.display
     try:
         store.ping()

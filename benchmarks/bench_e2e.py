@@ -27,6 +27,12 @@ every block is kept.
   ``deduplicate=False`` on the default server; the second is a server of its
   own with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (one round trip per
   call). The three sides are one interleaved series.
+* ``gthread_sql_vs_off`` (target >= 0.6): the same tool with the SQL store
+  on a real PostgreSQL (loopback, started for the run; ``fsync`` off, as the
+  Redis side runs without persistence), on a server of its own, in the same
+  interleaved series as the Redis sides; ``gthread_sql_minus_redis`` (target
+  >= -0.1): that ratio minus the Redis store's (default settings), round by
+  round: the SQL store within 0.1 of Redis.
 
 p50/p99 latency (ms) and the workers' CPU µs per request (from ``/proc``)
 are printed under the table; ``sync_tool_vs_bare_server_cpu`` and
@@ -116,7 +122,8 @@ def _cpu_result(name: str, candidate: Side, baseline: Side, metric: str) -> Resu
 
 def run(quick: bool = False) -> list[Result]:
     names = [("sync_tool_vs_bare", 0.9), ("gthread_tool_vs_bare", 0.95), ("gthread_redis_vs_off", 0.6),
-             ("gthread_redis_deferred_vs_off", 0.6)]
+             ("gthread_redis_deferred_vs_off", 0.6), ("gthread_sql_vs_off", 0.6),
+             ("gthread_sql_minus_redis", -0.1)]
     if not gunicorn_available():
         why = "gunicorn is not installed (pip install -e '.[test,bench]')"
         print(f"[{GROUP}] warning: {why}; skipped", file=sys.stderr)
@@ -127,6 +134,7 @@ def run(quick: bool = False) -> list[Result]:
     results: list[Result] = []
     servers: list[Gunicorn] = []
     redis: Any = None
+    postgres: Any = None
     workdir = tempfile.mkdtemp(prefix="bailing-bench-e2e-")
     gen = LoadGen()
     try:
@@ -139,6 +147,7 @@ def run(quick: bool = False) -> list[Result]:
 
                     redis = _start_on_a_free_port(executable, Path(workdir))
                     store = redis.url
+                postgres = _postgres(Path(workdir))
             env = {"BENCH_SECRET": _apps.SECRET, "BENCH_STORE": store}
             bare = Gunicorn("benchmarks._apps:bare_app()", worker_class=worker_class, threads=threads,
                             env=env, label=f"bare/{worker_class}")
@@ -147,7 +156,13 @@ def run(quick: bool = False) -> list[Result]:
             servers += [bare, tool]
             bare.start()
             tool.start()
-            deferred = None
+            deferred = sql = None
+            if worker_class == "gthread" and postgres is not None:
+                sql = Gunicorn("benchmarks._apps:tool_app()", worker_class=worker_class,
+                               threads=threads, env={**env, "BENCH_STORE": postgres[1]},
+                               label=f"tool-sql/{worker_class}")
+                servers.append(sql)
+                sql.start()
             if worker_class == "gthread" and redis is not None:
                 deferred = Gunicorn("benchmarks._apps:tool_app()", worker_class=worker_class,
                                     threads=threads, env={**env, "BENCH_DEFER_COMPLETION": "1"},
@@ -183,6 +198,8 @@ def run(quick: bool = False) -> list[Result]:
                     # one interleaved series: the baseline, then the store with each completion mode
                     sides = [Side("off", tool, post), Side("redis", tool, idem),
                              Side("redis_deferred", deferred, idem)]
+                    if sql is not None:
+                        sides.append(Side("sql", sql, idem))
                     n = interleaved(gen, sides, rounds=rounds, block_s=block_s, concurrency=concurrency)
                     for side, mode in ((sides[1], "default settings"),
                                        (sides[2], "BAILING_IDEMPOTENCY_DEFER_COMPLETION")):
@@ -193,7 +210,16 @@ def run(quick: bool = False) -> list[Result]:
                             {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)",
                              "defer_completion": side is sides[2]},
                         ))
-            for server in (bare, tool, deferred):
+                    results += _sql_results(sides, facts, n)
+                if sql is None or redis is None:
+                    why = ("PostgreSQL (initdb/pg_ctl) or psycopg not found (apt-get install "
+                           "postgresql; pip install -e '.[test]')" if sql is None else
+                           "redis-server not found: the SQL store is compared with it")
+                    print(f"[{GROUP}] warning: {why}; gthread_sql_* skipped", file=sys.stderr)
+                    for name, target in (("gthread_sql_vs_off", 0.6),
+                                         ("gthread_sql_minus_redis", -0.1)):
+                        results.append(skipped_result(GROUP, name, "SQL store e2e", ">=", target, why))
+            for server in (bare, tool, deferred, sql):
                 if server is not None:
                     server.close()
     finally:
@@ -202,8 +228,55 @@ def run(quick: bool = False) -> list[Result]:
             server.close()
         if redis is not None:
             redis.stop()
+        if postgres is not None:
+            postgres[0].stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def _postgres(workdir: Path) -> tuple[Any, str] | None:
+    """A PostgreSQL cluster for the run, with the SQL store's tables: ``(server, url)``."""
+    try:
+        import psycopg  # noqa: F401
+
+        from tests._postgres import find_binaries, start_server
+    except ImportError:
+        return None
+    if find_binaries() is None:
+        return None
+    workdir.chmod(0o755)  # PostgreSQL runs as its own user when the run is root's
+    directory = workdir / "postgres"
+    directory.mkdir()
+    directory.chmod(0o755)
+    server = start_server(directory)
+    url = server.url("postgres")
+    from bailing_flask.stores import SQLStore
+
+    store = SQLStore(url)
+    store.create_schema()
+    store.close()
+    return server, url
+
+
+def _sql_results(sides: list[Side], facts: dict[str, Any], n: int) -> list[Result]:
+    """The SQL store against the baseline, and against the Redis store of the same rounds."""
+    off, redis, sql = sides[0], sides[1], sides[-1]
+    if sql.name != "sql":
+        return []
+    extra = {**facts, "requests_per_block": n,
+             "store": "PostgreSQL (loopback, fsync off, like Redis without persistence)"}
+    vs_off = _result("gthread_sql_vs_off", sql, off, ">=", 0.6,
+                     "req/s new side-effecting calls, SQL store on PostgreSQL (loopback, default "
+                     "settings) / the same tool with deduplicate=False, gunicorn gthread "
+                     "(1 worker, 4 threads)", extra)
+    differences = [s / o - r / o for s, r, o in zip(sql.rates, redis.rates, off.rates)]
+    difference = Result(
+        group=GROUP, name="gthread_sql_minus_redis",
+        metric="(SQL store on PostgreSQL / off) - (Redis store / off), round by round, same series",
+        ratio=statistics.median(differences), spread=quartiles(differences), op=">=",
+        threshold=-0.1, rounds=len(differences),
+        details={"differences": [round(d, 3) for d in differences], **extra})
+    return [vs_off, difference]
 
 
 if __name__ == "__main__":  # pragma: no cover - convenience

@@ -17,7 +17,7 @@ _hypothesis_settings.load_profile("bailing")
 
 # real redis-server fixtures: ``redis_server`` (shared) and ``redis_server_factory``;
 # PEP 3333 servers: ``wsgi_server`` (wsgiref, waitress, Werkzeug) and ``uwsgi``
-pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "pytester"]
+pytest_plugins = ["tests._redis", "tests._servers", "tests._postgres", "tests._mariadb", "pytester"]
 
 
 @pytest.fixture
@@ -69,7 +69,8 @@ def hub(authz_app):
 
 
 _MARKER_FIXTURES = {"redis_server": "redis", "redis_server_factory": "redis", "gunicorn": "slow",
-                    "postgres_server": "postgres", "postgres_database": "postgres"}
+                    "postgres_server": "postgres", "postgres_database": "postgres",
+                    "mariadb_server": "mariadb", "mariadb_database": "mariadb"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

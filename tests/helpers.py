@@ -1,7 +1,7 @@
 """What the tests share besides fixtures: the hub's test secrets, a hand-moved clock, raw requests.
 
 Fixtures live in ``conftest.py`` (and the ``tests._redis``, ``tests._servers``,
-``tests._postgres`` plugins); the apps the tests serve live in ``tests/apps/``.
+``tests._postgres``, ``tests._mariadb`` plugins); the apps the tests serve live in ``tests/apps/``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bailing_flask.testing import HubRequest
+
+from typing import Any
 
 #: The secret of the hub's frozen test vectors (the hub's published test vectors).
 HUB_SECRET = "bailing-test-secret"
@@ -86,6 +90,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def resigned(secret: str, request: HubRequest, body: bytes) -> HubRequest:
+    """``request`` with another body, signed again by the hub's secret (a new call identity).
+
+    Everything else -- method, path, subject, job, client, scope and the
+    unsigned idempotency key -- stays as the hub sent it.
+    """
+    from bailing_flask.testing import signed_headers
+
+    headers = dict(request.headers)
+    headers.update(signed_headers(
+        secret, request.method, request.path_with_query, body,
+        subject=headers.get("X-Bailing-On-Behalf-Of"), job_id=headers.get("X-Bailing-Job-Id"),
+        client=headers.get("X-Bailing-Client"), tool_scope=headers.get("X-Bailing-Tool-Scope"),
+        idempotency_key=headers.get("X-Bailing-Idempotency-Key"),
+    ))
+    return HubRequest(request.method, request.path_with_query, headers, body)
+
+
 def flask_command(app_spec: str, *args: str, env: dict[str, str] | None = None) -> Any:
     """Run the real ``flask`` CLI on ``app_spec`` in a subprocess, from the repository's root.
 
@@ -137,3 +159,64 @@ def hub_fetch(url: str, method: str, body: str, calls: list[NodeCall],
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     results: list[dict[str, Any]] = json.loads(done.stdout)
     return results
+
+#: the SQL store's backends in the shared store tests: ``mysql`` is MariaDB without
+#: ``INSERT ... RETURNING`` (how the store runs on MySQL, which has none)
+SQL_BACKENDS = ("postgresql", "mariadb", "mysql")
+
+
+def sql_url(request: Any, backend: str, server: Any = None) -> str:
+    """The URL of a new database for ``backend``: a fresh one per test (``postgres_database`` or
+    ``mariadb_database``), or with ``server``, one that lives as long as that server."""
+    if server is None:
+        fixture = "postgres_database" if backend == "postgresql" else "mariadb_database"
+        return str(request.getfixturevalue(fixture).url)
+    import uuid
+
+    name = "t_shared_" + uuid.uuid4().hex[:8]
+    if backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return str(server.url(name))
+    admin = server.admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    finally:
+        admin.close()
+    return str(server.url(name))
+
+
+def sql_store(request: Any, backend: str, clock: Any = None, *, url: str | None = None) -> Any:
+    """A :class:`SQLStore` on an empty database of ``backend``, its tables created.
+
+    Without ``url``: one database per server and test session, emptied for each test
+    (creating a database and its tables for every test would be most of the run).
+    """
+    from bailing_flask.stores import SQLStore
+
+    if url is None:
+        server = request.getfixturevalue(
+            "postgres_server" if backend == "postgresql" else "mariadb_server")
+        url = getattr(server, "shared_store_url", None)
+        if url is None:
+            url = server.shared_store_url = sql_url(request.session, backend, server)
+        fresh = False
+    else:
+        fresh = True
+    store = SQLStore(url, **({} if clock is None else {"clock": clock}))
+    if backend == "mysql":
+        store._returning = lambda: False  # type: ignore[method-assign]
+    store.create_schema()
+    if not fresh:
+        store._db.run(_empty_tables)
+    return store
+
+
+def _empty_tables(cursor: Any) -> None:
+    from bailing_flask.stores._sql_schema import APPROVALS, ENTRIES, SIGNATURES
+
+    for table in (ENTRIES, SIGNATURES, APPROVALS):
+        cursor.execute(f"DELETE FROM {table}")

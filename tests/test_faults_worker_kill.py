@@ -1,7 +1,8 @@
 """A gunicorn worker SIGKILLed in the middle of a call, in the store mode.
 
 The transaction mode has its own kill test; here the record lives in the
-idempotency store (SQLite, and Redis with deferred completions). Whatever
+idempotency store (SQLite, Redis with deferred completions, and the SQL store on
+PostgreSQL and MariaDB). Whatever
 the moment of the kill -- after the reservation and before the side effect,
 after the side effect and before the answer, after the answer and before a
 deferred completion was written -- the same call sent again is answered from
@@ -16,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bailing_flask.stores import SQLStore
 from bailing_flask.testing import HubSimulator
 
-from .helpers import STRONG_SECRET
+from .helpers import SQL_BACKENDS, STRONG_SECRET, sql_url
 from .apps.idem_app import rows_by_order
 
 pytestmark = pytest.mark.slow
@@ -46,7 +48,9 @@ def kill_and_repeat(hub: HubSimulator, moment: str, order: int) -> tuple[str, li
     return first, [during, *after]
 
 
-@pytest.mark.parametrize("store", ["sqlite", pytest.param("redis-deferred", marks=pytest.mark.redis)])
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("redis-deferred", marks=pytest.mark.redis),
+                                   pytest.param("postgresql", marks=pytest.mark.postgres),
+                                   pytest.param("mariadb", marks=pytest.mark.mariadb)])
 def test_a_killed_worker_leaves_a_call_answered_from_its_record_or_refused_never_run_twice(
     store, gunicorn, tmp_path, request
 ):
@@ -54,12 +58,15 @@ def test_a_killed_worker_leaves_a_call_answered_from_its_record_or_refused_never
            "IDEM_DATABASE": str(tmp_path / "business.sqlite3")}
     if store == "sqlite":
         env["BAILING_STORE"] = f"sqlite:///{tmp_path / 'idem.sqlite3'}"
+    elif store in SQL_BACKENDS:  # the SQL store: its database outlives the worker, as Redis does
+        env["BAILING_STORE"] = sql_url(request, store)
+        SQLStore(env["BAILING_STORE"]).create_schema()
     else:
         env["BAILING_STORE"] = request.getfixturevalue("redis_server").url
         env["IDEM_DEFER"] = "1"
     # with deferred completions only the last moment differs: the answer has left, its
     # record may not have been written
-    moments = MOMENTS if store == "sqlite" else MOMENTS[2:]
+    moments = MOMENTS[2:] if store == "redis-deferred" else MOMENTS
     hub = HubSimulator(gunicorn("tests.apps.idem_app:create_app()", workers=2, env=env),
                        STRONG_SECRET)
     with ThreadPoolExecutor(max_workers=len(moments)) as pool:
@@ -85,6 +92,6 @@ def test_a_killed_worker_leaves_a_call_answered_from_its_record_or_refused_never
         last = repeats[-1]
         if last.status == 409:  # type: ignore[attr-defined]
             assert last.json()["reason"] == "idempotency_uncertain", moment  # type: ignore[attr-defined]
-    # the sqlite store writes the completion before the answer leaves: it is never lost
-    if store == "sqlite":
+    # the sqlite and SQL stores write the completion before the answer leaves: never lost
+    if store != "redis-deferred":
         assert outcomes[MOMENTS[2]][1][-1].status == 201  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ import pytest
 
 from bailing_flask.errors import BailingError, ConfigurationError
 from bailing_flask.stores import (
+    ApprovalClaim,
     ApprovalRecord,
     Entry,
     EntryMeta,
@@ -32,12 +33,14 @@ from bailing_flask.stores import (
     RedisStore,
     Reservation,
     SQLiteStore,
+    SQLStore,
     StoredResponse,
     StoreUnavailable,
     store_from_url,
 )
 
 from ._redis import RedisServer
+from .helpers import SQL_BACKENDS, sql_store, sql_url
 
 T0 = 1_718_000_000.0
 LEASE = 30.0
@@ -83,16 +86,21 @@ def _prefix() -> str:
     return f"test-{uuid.uuid4().hex}:"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql", "mariadb", "mysql"])
 def store(
     request: pytest.FixtureRequest, clock: Clock, tmp_path: Path
 ) -> Iterator[IdempotencyStore]:
-    """The store under test, one per backend, empty."""
+    """The store under test, one per backend, empty.
+
+    ``mysql`` is the SQL store on MariaDB as it runs on MySQL: without ``INSERT ... RETURNING``.
+    """
     if request.param == "memory":
         backend: IdempotencyStore = MemoryStore(clock=clock)
     elif request.param == "sqlite":
         # A directory that does not exist yet: created on first use.
         backend = SQLiteStore(tmp_path / "var" / "idempotency.db", clock=clock)
+    elif request.param in SQL_BACKENDS:
+        backend = sql_store(request, request.param, clock)
     else:
         server: RedisServer = request.getfixturevalue("redis_server")
         backend = RedisStore(server.url, clock=clock, prefix=_prefix())
@@ -592,6 +600,216 @@ def test_sqlite_approvals_survive_reopening_the_file(tmp_path: Path, clock: Cloc
     with SQLiteStore(path, clock=clock) as second:
         record = second.get_approval(123)
     assert record is not None and record.status == "approved" and record.subject == "t1:u1"
+
+
+# --- spending an approval: one approval, one call --------------------------------------
+
+
+def approved(store: IdempotencyStore, approval_id: int = 123, **fields: Any) -> ApprovalRecord:
+    """A received and approved record of ``approval_id``."""
+    store.add_approval(approval(approval_id, **fields), retention_seconds=RETENTION)
+    record = store.record_decision(approval_id, status="approved", decision_id=f"biz-{approval_id}",
+                                   approver="finance-1", retention_seconds=RETENTION)
+    assert record is not None and record.status == "approved"
+    return record
+
+
+def spend(store: IdempotencyStore, key: str, token: str, ids: tuple[int, ...] = (123,), *,
+          reserve: bool = True) -> ApprovalClaim:
+    return store.claim_approved(key, approval_ids=ids, token=token, lease_seconds=LEASE,
+                                retention_seconds=RETENTION, meta=META, reserve=reserve)
+
+
+def test_an_approval_is_spent_by_the_call_that_claims_it(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    record = approved(store)
+    assert record.used_by is None and record.used_at is None
+    clock.advance(2)
+    assert spend(store, "idem:first", "token-a") == ApprovalClaim("reserved", approval_id=123)
+    entry = store.get("idem:first")
+    assert entry is not None and (entry.state, entry.token) == ("in_progress", "token-a")
+    assert (entry.lease_expires_at, entry.expires_at, entry.meta) == (
+        T0 + 2 + LEASE, T0 + 2 + RETENTION, META)
+    spent = store.get_approval(123)
+    assert spent is not None and (spent.used_by, spent.used_at) == ("idem:first", T0 + 2)
+    assert spent.status == "approved"  # still the decision the hub accepted
+    assert spent.to_dict()["used_by"] == "idem:first"
+    assert store.find_approvals(job_id="job-test-001", tool="refund_execute") == [spent]
+    assert store.list_approvals(status="approved") == [spent]
+
+
+def test_a_spent_approval_refuses_every_other_call(store: IdempotencyStore) -> None:
+    approved(store)
+    assert spend(store, "idem:first", "token-a").outcome == "reserved"
+    assert spend(store, "idem:second", "token-b") == ApprovalClaim("used")
+    assert store.get("idem:second") is None  # refused: nothing reserved
+    assert complete(store, "idem:first", "token-a")
+    assert spend(store, "idem:third", "token-c") == ApprovalClaim("used")
+    assert store.get_approval(123).used_by == "idem:first"  # type: ignore[union-attr]
+
+
+def test_the_call_that_spent_it_is_answered_from_its_entry(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    approved(store)
+    assert spend(store, "idem:first", "token-a").outcome == "reserved"
+    running = spend(store, "idem:first", "token-b")
+    assert running.outcome == "held" and running.reservation is not None
+    assert running.reservation.outcome == "in_progress"
+    assert running.reservation.entry.token == "token-a"
+    clock.advance(LEASE)
+    assert spend(store, "idem:first", "token-b").reservation.outcome == "uncertain"  # type: ignore[union-attr]
+    assert complete(store, "idem:first", "token-a")
+    replay = spend(store, "idem:first", "token-c")
+    assert replay.outcome == "held" and replay.reservation is not None
+    assert replay.reservation.outcome == "completed" and replay.reservation.entry.response == OK
+
+
+def test_a_released_call_does_not_get_its_approval_back(store: IdempotencyStore) -> None:
+    approved(store)
+    assert spend(store, "idem:first", "token-a").outcome == "reserved"
+    assert store.release("idem:first", token="token-a")
+    assert spend(store, "idem:first", "token-b") == ApprovalClaim("used")
+    assert store.get("idem:first") is None
+    assert store.resolve("idem:first", response=None, note="n", retention_seconds=60) is False
+
+
+def test_a_call_with_a_live_entry_spends_no_approval(store: IdempotencyStore) -> None:
+    approved(store)
+    assert claim(store, "idem:earlier", "token-a") is None
+    assert complete(store, "idem:earlier", "token-a")
+    held = spend(store, "idem:earlier", "token-b")
+    assert held.outcome == "held" and held.reservation.outcome == "completed"  # type: ignore[union-attr]
+    assert store.get_approval(123).used_by is None  # type: ignore[union-attr]
+
+
+def test_only_live_approved_records_can_be_spent(store: IdempotencyStore, clock: Clock) -> None:
+    assert spend(store, "idem:k", "t", (999,)) == ApprovalClaim("missing")  # never received
+    store.add_approval(approval(1), retention_seconds=RETENTION)
+    assert spend(store, "idem:k", "t", (1,)) == ApprovalClaim("missing")  # pending
+    store.add_approval(approval(2), retention_seconds=RETENTION)
+    store.record_decision(2, status="denied", decision_id="biz-2", approver="u",
+                          retention_seconds=RETENTION)
+    assert spend(store, "idem:k", "t", (1, 2)) == ApprovalClaim("missing")  # denied
+    approved(store, 3)
+    clock.advance(RETENTION)
+    assert spend(store, "idem:k", "t", (3,)) == ApprovalClaim("missing")  # expired
+    assert store.get("idem:k") is None
+
+
+def test_the_first_unspent_approval_is_the_one_spent(store: IdempotencyStore) -> None:
+    approved(store, 1)
+    approved(store, 2)
+    store.add_approval(approval(3), retention_seconds=RETENTION)  # pending: skipped
+    assert spend(store, "idem:a", "t-a", (3, 1, 2)) == ApprovalClaim("reserved", approval_id=1)
+    assert spend(store, "idem:b", "t-b", (1, 3, 2)) == ApprovalClaim("reserved", approval_id=2)
+    assert spend(store, "idem:c", "t-c", (1, 2, 3)) == ApprovalClaim("used")
+    assert [(r.approval_id, r.used_by) for r in store.list_approvals()] == [
+        (1, "idem:a"), (2, "idem:b"), (3, None)]
+
+
+def test_claiming_again_with_the_owning_token_is_reserved(store: IdempotencyStore) -> None:
+    approved(store, 1)
+    approved(store, 2)
+    assert spend(store, "idem:a", "t-a", (1, 2)).approval_id == 1
+    # the same command again (its reply was lost): the key is still this token's
+    assert spend(store, "idem:a", "t-a", (2, 1)) == ApprovalClaim("reserved", approval_id=1)
+    assert store.get_approval(2).used_by is None  # type: ignore[union-attr]
+
+
+def test_an_approval_spent_without_a_reservation(store: IdempotencyStore, clock: Clock) -> None:
+    approved(store)
+    assert spend(store, "idem:read", "t-a", reserve=False) == ApprovalClaim(
+        "reserved", approval_id=123)
+    assert store.get("idem:read") is None  # nothing reserved
+    assert store.get_approval(123).used_by == "idem:read"  # type: ignore[union-attr]
+    # once: the same call again, or any other, finds it spent
+    assert spend(store, "idem:read", "t-b", reserve=False) == ApprovalClaim("used")
+    assert spend(store, "idem:other", "t-c") == ApprovalClaim("used")
+
+
+def test_claim_approved_validates_its_arguments(store: IdempotencyStore) -> None:
+    approved(store)
+    for ids in ((), [0], (True,), ("123",), "123", 123):
+        with pytest.raises(ValueError, match="approval"):
+            spend(store, "idem:k", "t", ids)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reserve"):
+        spend(store, "idem:k", "t", reserve=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="token"):
+        spend(store, "idem:k", "")
+    with pytest.raises(ValueError, match="lease"):
+        store.claim_approved("idem:k", approval_ids=[123], token="t", lease_seconds=0,
+                             retention_seconds=RETENTION, meta=META)
+    assert store.get_approval(123).used_by is None  # type: ignore[union-attr]
+    assert spend(store, "idem:k", "t", [123]).approval_id == 123  # type: ignore[arg-type]
+
+
+def test_threads_racing_for_one_approval_spend_it_once(store: IdempotencyStore) -> None:
+    approved(store)
+    threads_count = 12
+    barrier = threading.Barrier(threads_count)
+    answers: list[ApprovalClaim] = []
+    errors: list[BaseException] = []
+
+    def attempt(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            # half of them are the same call (one key), the others equivalent calls of their own
+            key = "idem:same" if index % 2 else f"idem:other-{index}"
+            answers.append(spend(store, key, f"thread-{index}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    reserved = [answer for answer in answers if answer.outcome == "reserved"]
+    assert len(reserved) == 1 and reserved[0].approval_id == 123
+    winner = store.get_approval(123).used_by  # type: ignore[union-attr]
+    assert winner is not None and store.get(winner) is not None
+    held = [a for a in answers if a.outcome == "held"]
+    assert all(a.reservation.outcome == "in_progress" for a in held)  # type: ignore[union-attr]
+    # only the winner's own key can be held; every other key was refused
+    assert len(held) == (threads_count // 2 - 1 if winner == "idem:same" else 0)
+    assert len([a for a in answers if a.outcome == "used"]) == threads_count - 1 - len(held)
+
+
+def test_a_store_without_claim_approved_says_so(clock: Clock) -> None:
+    class Earlier(MemoryStore):
+        """A store written before approvals could be spent."""
+
+    Earlier.claim_approved = IdempotencyStore.claim_approved  # type: ignore[method-assign]
+    store = Earlier(clock=clock)
+    approved(store)
+    with pytest.raises(NotImplementedError, match="claim_approved"):
+        spend(store, "idem:k", "t")
+
+
+def test_sqlite_files_of_an_earlier_version_gain_the_spent_columns(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "earlier.db"
+    with SQLiteStore(path, clock=clock) as first:
+        first.ping()  # the file and its idempotency tables, as every version writes them
+    conn = sqlite3.connect(path)
+    conn.executescript(  # the approvals table as the version before this one created it
+        "CREATE TABLE bailing_approvals (approval_id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, "
+        "tool TEXT NOT NULL, status TEXT NOT NULL, received_at REAL NOT NULL, expires_at REAL "
+        "NOT NULL, request TEXT NOT NULL, decision_id TEXT, approver TEXT, decided_at REAL);"
+        "INSERT INTO bailing_approvals VALUES (123, 'job-test-001', 'refund_execute', "
+        "'approved', 1718000000.0, 1718000600.0, '{\"request_id\": \"req-1\", "
+        "\"args_hash\": \"ab\"}', 'biz-1', 'u1', 1718000000.0);")
+    conn.close()
+    with SQLiteStore(path, clock=clock) as second:
+        before = second.get_approval(123)
+        assert before is not None and before.used_by is None
+        assert spend(second, "idem:first", "t").approval_id == 123
+    with SQLiteStore(path, clock=clock) as third:
+        assert third.get_approval(123).used_by == "idem:first"  # type: ignore[union-attr]
 
 
 # --- concurrency within one process ---------------------------------------------------
@@ -1251,6 +1469,7 @@ def _all_calls(store: IdempotencyStore) -> dict[str, Callable[[], object]]:
         "resolve": lambda: store.resolve("k-new", response=None, note="", retention_seconds=5),
         "cleanup": lambda: store.cleanup(),
         "remember_signature": lambda: store.remember_signature("s", ttl_seconds=5),
+        "claim_approved": lambda: spend(store, "k-new", "t"),
         "ping": store.ping,
     }
 
@@ -1339,7 +1558,8 @@ def _reserve_in_child(
     """Runs in a spawned process: open a store of its own and race for ``key``."""
     try:
         backend: IdempotencyStore = (
-            SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
         )
         barrier.wait(timeout=60)
         outcome = reserve(backend, key, f"worker-{os.getpid()}").outcome
@@ -1350,7 +1570,7 @@ def _reserve_in_child(
         results.put((repr(exc), None))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
 def test_processes_racing_for_one_key_get_one_reservation(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -1358,6 +1578,9 @@ def test_processes_racing_for_one_key_get_one_reservation(
     if kind == "sqlite":
         # A fresh file: the workers also race to create the schema.
         target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
+        sql_store(request, kind, url=target).close()  # its tables, in a database of its own
     else:
         target = request.getfixturevalue("redis_server").url
     prefix = _prefix()
@@ -1380,9 +1603,63 @@ def test_processes_racing_for_one_key_get_one_reservation(
     outcomes = sorted(outcome for outcome, _ in answers)
     assert outcomes == ["in_progress"] * (workers - 1) + ["reserved"], answers
     assert sorted(remembered for _, remembered in answers) == [False] * (workers - 1) + [True]
-    check = SQLiteStore(target) if kind == "sqlite" else RedisStore(target, prefix=prefix)
+    check = (SQLiteStore(target) if kind == "sqlite" else SQLStore(target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
     entry = check.get("refund:42")
     assert entry is not None and entry.token.startswith("worker-")
+    check.close()
+
+
+def _spend_in_child(
+    kind: str, target: str, prefix: str, barrier: Any, results: Any
+) -> None:
+    """Runs in a spawned process: open a store of its own and race for approval 123."""
+    try:
+        backend: IdempotencyStore = (
+            SQLiteStore(target) if kind == "sqlite" else SQLStore(target) if kind in SQL_BACKENDS
+            else RedisStore(target, prefix=prefix)
+        )
+        barrier.wait(timeout=60)
+        key = f"idem:call-of-{os.getpid()}"  # each process an equivalent call of its own
+        outcome = spend(backend, key, f"worker-{os.getpid()}").outcome
+        backend.close()
+        results.put((outcome, key))
+    except BaseException as exc:  # pragma: no cover - reported by the parent
+        results.put((repr(exc), None))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mariadb"])
+def test_processes_racing_for_one_approval_spend_it_once(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    workers = 6
+    if kind == "sqlite":
+        target = str(tmp_path / "shared" / "idem.db")
+    elif kind in SQL_BACKENDS:
+        target = sql_url(request, kind)
+    else:
+        target = request.getfixturevalue("redis_server").url
+    prefix = _prefix()
+    check = (SQLiteStore(target) if kind == "sqlite" else sql_store(request, kind, url=target)
+             if kind in SQL_BACKENDS else RedisStore(target, prefix=prefix))
+    approved(check)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    results = context.Queue()
+    processes = [context.Process(target=_spend_in_child, args=(kind, target, prefix, barrier,
+                                                               results)) for _ in range(workers)]
+    for process in processes:
+        process.start()
+    try:
+        answers = [results.get(timeout=60) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=30)
+    assert sorted(outcome for outcome, _ in answers) == ["reserved"] + ["used"] * (workers - 1), (
+        answers)
+    (winner,) = [key for outcome, key in answers if outcome == "reserved"]
+    assert check.get_approval(123).used_by == winner  # type: ignore[union-attr]
+    assert [key for _, key in answers if check.get(key) is not None] == [winner]
     check.close()
 
 
@@ -1496,6 +1773,24 @@ def test_redis_outage_fails_fast_and_the_same_store_recovers(
     server.restart()
     assert reserve(store, "k2", "token-c").outcome == "reserved"
     store.close()
+
+
+def test_redis_spends_an_approval_after_the_server_lost_its_scripts(
+    redis_server: RedisServer, clock: Clock
+) -> None:
+    import redis
+
+    store = RedisStore(redis_server.url, clock=clock, prefix=_prefix())
+    raw = redis.Redis.from_url(redis_server.url)
+    try:
+        approved(store)
+        raw.script_flush()  # as after a restart of a server that keeps its data
+        assert spend(store, "idem:first", "t") == ApprovalClaim("reserved", approval_id=123)
+        raw.script_flush()
+        assert spend(store, "idem:second", "u") == ApprovalClaim("used")
+    finally:
+        raw.close()
+        store.close()
 
 
 def test_redis_frozen_server_times_out_instead_of_hanging(

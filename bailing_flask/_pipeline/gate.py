@@ -31,7 +31,7 @@ from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import bailing_flask.audit as audit
-from bailing_flask.approvals import check_business_approval
+from bailing_flask.approvals import _ApprovalRefused, check_business_approval
 from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
@@ -372,6 +372,8 @@ def run_gate(
     guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
     try:
         response = state.run_side_effect(tool, call, execute)
+    except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
+        return _refuse(state, tool, verified, refused.info, call)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
         _failed(state, tool, call, exc, started)
         raise

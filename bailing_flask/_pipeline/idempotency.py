@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
+from bailing_flask.approvals import _spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import ConfigurationError
@@ -162,7 +163,8 @@ class _Plan:
     reads plain attributes instead of re-deriving the policy every call.
     """
 
-    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic")
+    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic",
+                 "approval")
 
     def __init__(self, tool: Tool) -> None:
         options = tool.options
@@ -172,6 +174,8 @@ class _Plan:
         self.domain = options.idempotency_key
         self.rerun_uncertain = bool(options.rerun_uncertain)
         self.failure_is_atomic = bool(options.failure_is_atomic)
+        #: ``business_approval``: the reservation also spends the call's approval
+        self.approval = bool(options.business_approval)
 
     def key(self, call: ToolCall) -> str:
         if self.domain is not None:
@@ -241,11 +245,14 @@ class Idempotency:
     # -- the store ----------------------------------------------------------------
 
     def store(self) -> IdempotencyStore:
-        """The configured store, created on first use (``BAILING_STORE``)."""
+        """The configured store, created on first use (``BAILING_STORE``: a URL or a store)."""
         if self._store is None:
             with self._lock:
                 if self._store is None:
                     url = self.state.config("BAILING_STORE")
+                    if isinstance(url, IdempotencyStore):  # SQLStore(db.engine), a store of one's own
+                        self._store = url
+                        return url
                     if not url:
                         path = os.path.join(self.state.app.instance_path, "bailing.sqlite3")
                         url = "sqlite:///" + path
@@ -344,11 +351,18 @@ class Idempotency:
     # -- the run ---------------------------------------------------------------------------
 
     def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response:
-        """Run ``execute`` at most once per call identity."""
+        """Run ``execute`` at most once per call identity.
+
+        :raises _ApprovalRefused: a ``business_approval`` tool's approval was spent already.
+        """
         plan = self._plans.get(id(tool))
         if plan is None or plan.tool is not tool:
             plan = self._plan(tool)
         if not plan.applies:
+            if plan.approval:
+                refused = self._spend_alone(plan, call)
+                if refused is not None:
+                    return refused
             return execute()
         mode = tool.options.transactional
         if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
@@ -361,8 +375,13 @@ class Idempotency:
                              verified.unsigned.idempotency_key)
         try:
             store = self._store or self.store()
-            held = store.claim(key, token=token, lease_seconds=settings.lease,
-                               retention_seconds=settings.retention, meta=meta)
+            if plan.approval:
+                held = _spend_approval(store, tool, call, key, token=token,
+                                      lease_seconds=settings.lease,
+                                      retention_seconds=settings.retention, meta=meta)
+            else:
+                held = store.claim(key, token=token, lease_seconds=settings.lease,
+                                   retention_seconds=settings.retention, meta=meta)
         except StoreUnavailable as exc:
             logger.error("bailing: idempotency store unavailable (%s); refusing side effect of %r",
                          exc, plan.name)
@@ -374,6 +393,26 @@ class Idempotency:
             if refused is not None:
                 return refused
         return self._first_run(store, plan, key, token, settings, execute)
+
+    def _spend_alone(self, plan: _Plan, call: ToolCall) -> Response | None:
+        """A ``business_approval`` tool without de-duplication: spend its approval, once.
+
+        No reservation and no stored answer, so a repeat of the same call is
+        refused like any other (``approval: used``). ``None``: spent, run it.
+        """
+        settings = self._settings()
+        verified = call.verified
+        meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
+                             verified.unsigned.idempotency_key)
+        try:
+            _spend_approval(self.store(), plan.tool, call, "idem:" + verified.identity,
+                           token=_TOKENS.next(), lease_seconds=settings.lease,
+                           retention_seconds=settings.retention, meta=meta, reserve=False)
+        except StoreUnavailable as exc:
+            logger.error("bailing: idempotency store unavailable (%s); refusing %r, whose "
+                         "approval cannot be spent", exc, plan.name)
+            return store_refusal(self.state, exc)
+        return None
 
     def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
               settings: _Settings, held: Reservation) -> Response | None:

@@ -1,13 +1,14 @@
 """Where idempotent side effects, callback de-duplication and seen signatures are kept.
 
-Three backends share one contract (:class:`IdempotencyStore`) and one test
+Four backends share one contract (:class:`IdempotencyStore`) and one test
 suite: :class:`MemoryStore` for tests, :class:`SQLiteStore` as the embedded
-default for one host, :class:`RedisStore` when the app runs on several
-hosts. :func:`store_from_url` picks one from a configuration string.
+default for one host, :class:`RedisStore` or :class:`SQLStore` (PostgreSQL,
+MySQL/MariaDB) when the app runs on several hosts. :func:`store_from_url`
+picks one from a configuration string.
 
 Each backend is imported when first used (``store_from_url``, or its name
 imported from here): an app on one backend never loads the others (nor
-``sqlite3``).
+``sqlite3``, redis-py or SQLAlchemy).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus
+from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus
 from bailing_flask.stores.base import (
     Clock,
     Entry,
@@ -34,10 +35,11 @@ from bailing_flask.stores.base import (
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.stores.memory import MemoryStore
     from bailing_flask.stores.redis import RedisStore
+    from bailing_flask.stores.sql import SQLStore
     from bailing_flask.stores.sqlite import SQLiteStore
 
 #: Each backend's module, imported on first use.
-_BACKENDS = {"MemoryStore": ".memory", "RedisStore": ".redis", "SQLiteStore": ".sqlite"}
+_BACKENDS = {"MemoryStore": ".memory", "RedisStore": ".redis", "SQLStore": ".sql", "SQLiteStore": ".sqlite"}
 
 
 def __getattr__(name: str) -> Any:
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 __all__ = [
+    "ApprovalClaim",
     "ApprovalRecord",
     "ApprovalStatus",
     "Entry",
@@ -57,6 +60,7 @@ __all__ = [
     "MemoryStore",
     "RedisStore",
     "Reservation",
+    "SQLStore",
     "SQLiteStore",
     "StoreBusy",
     "StoreUnavailable",
@@ -66,8 +70,11 @@ __all__ = [
 
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _EXPECTED = (
-    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or redis://host:6379/0"
+    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:6379/0, "
+    "postgresql+psycopg://user:password@host/db or mysql+pymysql://user:password@host/db"
 )
+#: SQLAlchemy's dialect names the SQL store takes (any driver: ``postgresql+psycopg2``, ...)
+_SQL_SCHEMES = ("postgresql", "mysql", "mariadb")
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
@@ -80,7 +87,11 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
       waits for another process's write lock (default 5) before it is
       refused with 503;
     * ``redis://[:password@]host[:port][/db]`` or ``rediss://...`` (TLS) --
-      :class:`RedisStore`.
+      :class:`RedisStore`;
+    * a SQLAlchemy URL of PostgreSQL or MySQL/MariaDB
+      (``postgresql+psycopg://user:password@host/db``,
+      ``mysql+pymysql://user:password@host/db``) -- :class:`SQLStore`, with an
+      engine of its own (to share the app's, configure ``SQLStore(db.engine)``).
 
     Nothing is connected or created yet; call :meth:`~IdempotencyStore.ping`
     to check at start-up. Error messages never repeat the URL, which may
@@ -105,6 +116,10 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
         from bailing_flask.stores.redis import RedisStore
 
         return RedisStore(url, clock=clock)
+    if scheme.split("+", 1)[0] in _SQL_SCHEMES:
+        from bailing_flask.stores.sql import SQLStore
+
+        return SQLStore(url, clock=clock)
     shown = repr(scheme) if _SCHEME_RE.fullmatch(scheme) else "this scheme"
     raise ConfigurationError(
         f"Unsupported idempotency store URL scheme {shown}; use {_EXPECTED}."

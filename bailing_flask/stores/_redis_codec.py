@@ -20,11 +20,13 @@ def _approval_from_hash(approval_id: int, fields: Mapping[bytes, bytes]) -> Appr
         return None if value is None else value.decode("utf-8")
 
     decided_at = fields.get(b"decided_at")
+    used_at = fields.get(b"used_at")
     return decode_record(
         approval_id, text(b"job_id") or "", text(b"tool") or "", fields[b"request"],
         status=text(b"status") or "pending", received_at=float(fields[b"received_at"]),
         expires_at=float(fields[b"expires_at"]), decision_id=text(b"decision_id"),
         approver=text(b"approver"), decided_at=None if decided_at is None else float(decided_at),
+        used_by=text(b"used_by"), used_at=None if used_at is None else float(used_at),
     )
 
 

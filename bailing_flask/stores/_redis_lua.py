@@ -163,3 +163,45 @@ if f[2] == 'pending' then
 end
 return redis.call('HGETALL', KEYS[1])
 """
+
+# Spend one approval on one call and reserve the call, in one step.
+# KEYS: the entry, then the candidate approval records in order.
+# ARGV: now, token, lease end, expires_at, ttl ms, meta, the call's key, reserve ('1' or '0').
+# Replies: {1, i} reserved with the i-th candidate (0: none names the key), {0, HGETALL} the
+# live entry that answers instead, {2} every live approved candidate is spent, {3} none is one.
+_CLAIM_APPROVED = """
+local now = tonumber(ARGV[1])
+local reserve = ARGV[8] == '1'
+if reserve then
+  local exp = redis.call('HGET', KEYS[1], 'expires_at')
+  if exp and tonumber(exp) > now then
+    local f = redis.call('HMGET', KEYS[1], 'state', 'token')
+    if f[1] == 'in_progress' and f[2] == ARGV[2] then
+      for i = 2, #KEYS do
+        if redis.call('HGET', KEYS[i], 'used_by') == ARGV[7] then return {1, i - 1} end
+      end
+      return {1, 0}
+    end
+    return {0, redis.call('HGETALL', KEYS[1])}
+  end
+end
+local used = false
+for i = 2, #KEYS do
+  local a = redis.call('HMGET', KEYS[i], 'expires_at', 'status', 'used_by')
+  if a[1] and tonumber(a[1]) > now and a[2] == 'approved' then
+    if not a[3] then
+      redis.call('HSET', KEYS[i], 'used_by', ARGV[7], 'used_at', ARGV[1])
+      if reserve then
+        redis.call('DEL', KEYS[1])
+        redis.call('HSET', KEYS[1], 'state', 'in_progress', 'token', ARGV[2],
+          'created_at', ARGV[1], 'lease_expires_at', ARGV[3], 'expires_at', ARGV[4], 'meta', ARGV[6])
+        redis.call('PEXPIRE', KEYS[1], ARGV[5])
+      end
+      return {1, i - 1}
+    end
+    used = true
+  end
+end
+if used then return {2} end
+return {3}
+"""

@@ -51,15 +51,19 @@ CREATE TABLE IF NOT EXISTS bailing_approvals (
     request TEXT NOT NULL,
     decision_id TEXT,
     approver TEXT,
-    decided_at REAL
+    decided_at REAL,
+    used_by TEXT,
+    used_at REAL
 );
 CREATE INDEX IF NOT EXISTS bailing_approvals_job ON bailing_approvals (job_id, tool);
 CREATE INDEX IF NOT EXISTS bailing_approvals_received ON bailing_approvals (received_at);
 """
 _APPROVAL_COLUMNS = (
     "approval_id, job_id, tool, status, received_at, expires_at, request, decision_id, approver, "
-    "decided_at"
+    "decided_at, used_by, used_at"
 )
+#: what a file written before approvals could be spent lacks (added with ALTER TABLE)
+_APPROVAL_USE_COLUMNS = (("used_by", "TEXT"), ("used_at", "REAL"))
 
 _COLUMNS = (
     "key, state, token, created_at, lease_expires_at, expires_at, meta, "
@@ -135,7 +139,7 @@ _REMEMBER_SIGNATURE = (
 #: a received approval request (``INSERT OR REPLACE``: a dead record of the id may remain)
 _ADD_APPROVAL = (
     f"INSERT OR REPLACE INTO bailing_approvals ({_APPROVAL_COLUMNS}) "
-    "VALUES (?, ?, ?, 'pending', ?, ?, ?, NULL, NULL, NULL)"
+    "VALUES (?, ?, ?, 'pending', ?, ?, ?, NULL, NULL, NULL, NULL, NULL)"
 )
 
 #: up to 100 dead approval records, removed as a new one arrives
@@ -148,4 +152,11 @@ _PRUNE_APPROVALS = (
 _RECORD_DECISION = (
     "UPDATE bailing_approvals SET status = ?, decision_id = ?, approver = ?, "
     "decided_at = ?, expires_at = MAX(expires_at, ?) WHERE approval_id = ?"
+)
+
+#: spend a live approved record on one call (inside the claim's transaction, which holds the
+#: write lock; the WHERE repeats the checks, so the statement is safe on its own too)
+_SPEND_APPROVAL = (
+    "UPDATE bailing_approvals SET used_by = ?, used_at = ? WHERE approval_id = ? "
+    "AND status = 'approved' AND used_by IS NULL AND expires_at > ?"
 )

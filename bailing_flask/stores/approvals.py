@@ -11,7 +11,9 @@ The life of one record, keyed by the hub's ``approval_id``:
 
 ``add_approval`` -> ``pending`` -> ``record_decision`` -> ``approved`` or
 ``denied`` (final: a later, different decision leaves it as it is, exactly
-as the hub answers it with a conflict).
+as the hub answers it with a conflict) -> ``claim_approved`` spends an
+``approved`` record on exactly one call (``used_by`` names the call's store
+key; never undone, see :meth:`~bailing_flask.stores.IdempotencyStore.claim_approved`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ApprovalRecord", "ApprovalStatus", "DECIDED"]
+from bailing_flask.stores._entries import Reservation
+
+__all__ = ["ApprovalClaim", "ApprovalRecord", "ApprovalStatus", "DECIDED"]
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 #: The statuses a decision may set.
@@ -57,6 +61,10 @@ class ApprovalRecord:
     received_at: float = 0.0
     decided_at: float | None = None
     expires_at: float = 0.0
+    #: The store key of the one call this approval admitted (set by the store when
+    #: ``claim_approved`` spends it), and when; ``None`` while it is unspent.
+    used_by: str | None = None
+    used_at: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.approval_id, bool) or not isinstance(self.approval_id, int) or (
@@ -96,7 +104,30 @@ class ApprovalRecord:
             "received_at": self.received_at,
             "decided_at": self.decided_at,
             "expires_at": self.expires_at,
+            "used_by": self.used_by,
+            "used_at": self.used_at,
         }
+
+
+@dataclass(frozen=True)
+class ApprovalClaim:
+    """What :meth:`~bailing_flask.stores.IdempotencyStore.claim_approved` answers.
+
+    ``outcome`` is one of:
+
+    * ``"reserved"``: the call now owns its key, and ``approval_id`` is the
+      approval spent on it (``None`` only when the same token claimed again
+      and none of the given approvals names this key);
+    * ``"held"``: the key has a live entry (``reservation``: completed,
+      in progress or uncertain); no approval was spent;
+    * ``"used"``: every live approved record among those given was spent
+      already (by another call, or by this key's earlier, released attempt);
+    * ``"missing"``: none of them is a live approved record.
+    """
+
+    outcome: Literal["reserved", "held", "used", "missing"]
+    approval_id: int | None = None
+    reservation: Reservation | None = None
 
 
 def encode_request(record: ApprovalRecord) -> str:
@@ -127,6 +158,8 @@ def decode_record(
     decision_id: str | None,
     approver: str | None,
     decided_at: float | None,
+    used_by: str | None = None,
+    used_at: float | None = None,
 ) -> ApprovalRecord:
     data = json.loads(request)
     return ApprovalRecord(
@@ -145,6 +178,8 @@ def decode_record(
         received_at=float(received_at),
         decided_at=None if decided_at is None else float(decided_at),
         expires_at=float(expires_at),
+        used_by=used_by,
+        used_at=None if used_at is None else float(used_at),
     )
 
 
@@ -161,6 +196,13 @@ def check_decision(status: str, decision_id: str, approver: str) -> None:
         raise ValueError("decision_id must be a non-empty string.")
     if not isinstance(approver, str) or not approver:
         raise ValueError("approver must be a non-empty string.")
+
+
+def check_approval_ids(value: Sequence[int]) -> tuple[int, ...]:
+    """A non-empty sequence of approval ids (not a string), as a tuple."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
+        raise ValueError("approval_ids must be a non-empty sequence of approval ids.")
+    return tuple(check_approval_id(approval_id) for approval_id in value)
 
 
 def retention(value: float) -> float:
@@ -189,6 +231,23 @@ def decide(record: ApprovalRecord, status: ApprovalStatus, decision_id: str, app
         record, status=status, decision_id=decision_id, approver=approver, decided_at=now,
         expires_at=max(record.expires_at, now + retention_seconds),
     )
+
+
+def spendable(record: ApprovalRecord | None, now: float) -> bool:
+    """Whether ``record`` is a live, approved record no call has spent yet."""
+    return (record is not None and record.is_live(now) and record.status == "approved"
+            and record.used_by is None)
+
+
+def spent_by(record: ApprovalRecord, key: str, now: float) -> ApprovalRecord:
+    """``record`` spent now on the call whose store key is ``key``."""
+    return dataclasses.replace(record, used_by=key, used_at=now)
+
+
+def refusal(records: Iterable[ApprovalRecord | None], now: float) -> ApprovalClaim:
+    """The answer when none of ``records`` can be spent: ``used`` or ``missing``."""
+    used = any(r is not None and r.is_live(now) and r.status == "approved" for r in records)
+    return ApprovalClaim("used" if used else "missing")
 
 
 def oldest_first(records: Iterable[ApprovalRecord]) -> list[ApprovalRecord]:

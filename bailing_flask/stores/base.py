@@ -39,7 +39,7 @@ import functools
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FunctionType
 from typing import Any, TypeVar
 
@@ -57,9 +57,11 @@ from bailing_flask.stores._entries import (
     StoreUnavailable,
 )
 from bailing_flask.stores.approvals import (
+    ApprovalClaim,
     ApprovalRecord,
     ApprovalStatus,
     check_approval_id,
+    check_approval_ids,
     check_decision,
     retention,
 )
@@ -93,7 +95,8 @@ class IdempotencyStore(ABC):
     methods (``reserve``, ``take_over``, ``complete``, ``mark_uncertain``,
     ``release``, ``get``, ``list``, ``resolve``, ``cleanup``,
     ``remember_signature``, ``ping``, ``close``) with the signatures below,
-    and the approval methods if the store is to keep approval records.
+    and the approval methods (``claim_approved`` among them) if the store is to keep
+    approval records.
     Do not check the arguments: this class does it, once for every store.
     Each of those methods a subclass defines is wrapped, when the class is
     created, so that it refuses bad arguments with :class:`ValueError` before
@@ -366,6 +369,48 @@ class IdempotencyStore(ABC):
         """Live records, oldest first, optionally only those in ``status``."""
         raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
 
+    def claim_approved(
+        self,
+        key: str,
+        *,
+        approval_ids: Sequence[int],
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+        reserve: bool = True,
+    ) -> ApprovalClaim:
+        """Spend one approval on the call ``key`` and reserve ``key`` for ``token``, atomically.
+
+        One step, as :meth:`claim` is one step:
+
+        1. with ``reserve``, a live entry of ``key`` answers ``"held"`` with its
+           :class:`Reservation` (``"completed"``, ``"in_progress"``,
+           ``"uncertain"``) and spends nothing: a repeat of a call is answered
+           from its entry. An in-progress entry of ``token`` itself (a repeated
+           command whose reply was lost) answers ``"reserved"`` with the
+           approval that names ``key``;
+        2. otherwise the first of ``approval_ids``, in their order, that is a
+           live ``approved`` record not yet spent gets ``used_by = key`` and
+           ``used_at = now``, and (with ``reserve``) ``key`` is reserved for
+           ``token`` exactly as :meth:`claim` reserves it: ``"reserved"``
+           with that ``approval_id``;
+        3. otherwise ``"used"`` when one of them is a live approved record
+           spent already (by any key: a released or resolved entry does not
+           get its approval back), else ``"missing"``; nothing changes.
+
+        ``reserve=False`` (a tool without de-duplication) skips step 1 and
+        reserves nothing: the approval alone is spent, once.
+
+        The approval check of the gate calls it for ``business_approval``
+        tools, with the approved records whose arguments match the call;
+        a store that does not implement it makes those tools refuse every
+        call (``503 idempotency_store_unavailable``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement claim_approved, so it cannot spend an "
+            "approval on exactly one call")
+
     def __enter__(self) -> IdempotencyStore:
         return self
 
@@ -545,6 +590,22 @@ def _validated_list_approvals(method: _Method) -> _Method:
     return _mark(checked)
 
 
+def _validated_claim_approved(method: _Method) -> _Method:
+    """``claim_approved``: a reservation's arguments, the approval ids and ``reserve``."""
+    @functools.wraps(method)
+    def checked(self: IdempotencyStore, key: str, *, approval_ids: Sequence[int], token: str,
+                lease_seconds: float, retention_seconds: float, meta: EntryMeta,
+                reserve: bool = True) -> Any:
+        key, token, lease_seconds, retention_seconds = _checked_reservation(
+            key, token, lease_seconds, retention_seconds)
+        if not isinstance(reserve, bool):
+            raise ValueError("reserve must be True or False.")
+        return method(self, key, approval_ids=check_approval_ids(approval_ids), token=token,
+                      lease_seconds=lease_seconds, retention_seconds=retention_seconds,
+                      meta=meta, reserve=reserve)
+    return _mark(checked)
+
+
 #: public method -> how it is checked; applied to every subclass's own definitions
 _VALIDATED: dict[str, Callable[[_Method], _Method]] = {
     "reserve": _validated_reservation,
@@ -563,6 +624,7 @@ _VALIDATED: dict[str, Callable[[_Method], _Method]] = {
     "record_decision": _validated_record_decision,
     "get_approval": _first_checked(check_approval_id),
     "list_approvals": _validated_list_approvals,
+    "claim_approved": _validated_claim_approved,
 }
 # the one public method this class implements that takes arguments a store would check
 setattr(IdempotencyStore, "complete_deferred",

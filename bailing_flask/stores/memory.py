@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import threading
 import time
+from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
@@ -29,7 +30,17 @@ from bailing_flask.stores._entries import (
     _trusted_meta,
     _trusted_response,
 )
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decide, oldest_first, received
+from bailing_flask.stores.approvals import (
+    ApprovalClaim,
+    ApprovalRecord,
+    ApprovalStatus,
+    decide,
+    oldest_first,
+    received,
+    refusal,
+    spendable,
+    spent_by,
+)
 from bailing_flask.stores.base import IdempotencyStore
 
 __all__ = ["MemoryStore"]
@@ -321,3 +332,37 @@ class MemoryStore(IdempotencyStore):
             found = [r for r in self._approvals.values()
                      if r.is_live(now) and (status is None or r.status == status)]
         return oldest_first(found)[:limit]
+
+    def claim_approved(
+        self,
+        key: str,
+        *,
+        approval_ids: Sequence[int],
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+        reserve: bool = True,
+    ) -> ApprovalClaim:
+        with self._lock:
+            now = self.clock()
+            records = [self._approvals.get(approval_id) for approval_id in approval_ids]
+            record = self._live(key, now) if reserve else None
+            if record is not None:
+                if record[_STATE] == "in_progress" and record[_TOKEN] == token:
+                    mine = [r.approval_id for r in records if r is not None and r.used_by == key]
+                    return ApprovalClaim("reserved", approval_id=mine[0] if mine else None)
+                return ApprovalClaim("held", reservation=Reservation(
+                    _record_outcome(record, now), _snapshot(key, record)))
+            for approval in records:
+                if approval is not None and spendable(approval, now):
+                    self._approvals[approval.approval_id] = spent_by(approval, key, now)
+                    if reserve:
+                        self._entries[key] = (
+                            "in_progress", token, now, now + lease_seconds,
+                            now + max(lease_seconds, retention_seconds),
+                            meta.tool, meta.job_id, meta.subject, meta.unsigned_key,
+                            None, None, None, None,
+                        )
+                    return ApprovalClaim("reserved", approval_id=approval.approval_id)
+            return refusal(records, now)

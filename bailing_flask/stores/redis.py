@@ -36,7 +36,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from heapq import nsmallest
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,7 @@ from bailing_flask.stores._redis_codec import (
 from bailing_flask.stores._redis_lua import (
     _ADD_APPROVAL,
     _CLAIM,
+    _CLAIM_APPROVED,
     _CLEANUP,
     _COMPLETE,
     _MARK_UNCERTAIN,
@@ -82,7 +83,13 @@ from bailing_flask.stores._redis_lua import (
     _TAKE_OVER,
 )
 from bailing_flask.stores._redis_persistence import read_settings, settings_warnings
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, encode_request, oldest_first
+from bailing_flask.stores.approvals import (
+    ApprovalClaim,
+    ApprovalRecord,
+    ApprovalStatus,
+    encode_request,
+    oldest_first,
+)
 from bailing_flask.stores.base import IdempotencyStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,6 +222,7 @@ class RedisStore(IdempotencyStore):
         self._approval_job_ns = f"{prefix}apprjob:"
         self._add_approval = client.register_script(_ADD_APPROVAL)
         self._record_decision = client.register_script(_RECORD_DECISION)
+        self._claim_approved = client.register_script(_CLAIM_APPROVED)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.display!r}, prefix={self.prefix!r})"
@@ -367,7 +375,7 @@ class RedisStore(IdempotencyStore):
 
     def _scripts_of(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         shas = {command[1] for command in commands}
-        return [script for script in (self._claim_script, self._complete)
+        return [script for script in (self._claim_script, self._complete, self._claim_approved)
                 if script.sha.encode("ascii") in shas]
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
@@ -712,6 +720,39 @@ class RedisStore(IdempotencyStore):
                     if status is None or record.status == status:
                         found[record.approval_id] = record
         return oldest_first(found.values())[:limit]
+
+    def claim_approved(
+        self,
+        key: str,
+        *,
+        approval_ids: Sequence[int],
+        token: str,
+        lease_seconds: float,
+        retention_seconds: float,
+        meta: EntryMeta,
+        reserve: bool = True,
+    ) -> ApprovalClaim:
+        """One script over the entry and the approval records (deferred completions first)."""
+        now = self.clock()
+        keep = max(lease_seconds, retention_seconds)
+        encoding, errors = self._encoding
+        approvals = [self._approval_key(approval_id).encode(encoding, errors)
+                     for approval_id in approval_ids]
+        command = (
+            b"EVALSHA", self._claim_approved.sha.encode("ascii"), b"%d" % (1 + len(approvals)),
+            self._entry_ns_bytes + key.encode(encoding, errors), *approvals,
+            repr(now).encode(), token.encode(encoding, errors), repr(now + lease_seconds).encode(),
+            repr(now + keep).encode(), b"%d" % _millis(keep), _encode_meta(meta).encode(),
+            key.encode(encoding, errors), b"1" if reserve else b"0",
+        )
+        reply = self._with_pending(key, command)
+        if reply[0] == 1:
+            index = int(reply[1])
+            return ApprovalClaim("reserved", approval_id=approval_ids[index - 1] if index else None)
+        if reply[0] == 0:
+            entry = _entry_from_hash(key, _pairs(reply[1]))
+            return ApprovalClaim("held", reservation=Reservation(_outcome(entry, now), entry))
+        return ApprovalClaim("used" if reply[0] == 2 else "missing")
 
 
 def _oldest(entries: Iterable[Entry], limit: int) -> list[Entry]:

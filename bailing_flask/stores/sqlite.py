@@ -40,7 +40,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,7 +83,12 @@ from bailing_flask.stores._sqlite_sql import (
     _SCHEMA_VERSION,
     _TAKE_OVER,
 )
-from bailing_flask.stores.approvals import ApprovalRecord, ApprovalStatus, decode_record, encode_request
+from bailing_flask.stores._sqlite_approvals import (
+    add_use_columns,
+    approval_from_row,
+    claim_approved,
+)
+from bailing_flask.stores.approvals import ApprovalClaim, ApprovalRecord, ApprovalStatus, encode_request
 from bailing_flask.stores.base import IdempotencyStore, _check_seconds
 
 __all__ = ["SQLiteStore"]
@@ -662,17 +667,11 @@ class SQLiteStore(IdempotencyStore):
                 for statement in _APPROVALS_SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
+                add_use_columns(writer)  # a file written before approvals could be spent
             self._approvals_ready = True
         return conn
 
-    @staticmethod
-    def _approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
-        approval_id, job_id, tool, status, received_at, expires_at, request = row[:7]
-        decision_id, approver, decided_at = row[7:]
-        return decode_record(
-            approval_id, job_id, tool, request, status=status, received_at=received_at,
-            expires_at=expires_at, decision_id=decision_id, approver=approver, decided_at=decided_at,
-        )
+    _approval_from_row = staticmethod(approval_from_row)
 
     def _select_approval(self, conn: sqlite3.Connection, approval_id: int, now: float
                          ) -> ApprovalRecord | None:
@@ -742,6 +741,15 @@ class SQLiteStore(IdempotencyStore):
                 {"now": self.clock(), "status": status, "limit": limit},
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
+
+    def claim_approved(
+        self, key: str, *, approval_ids: Sequence[int], token: str, lease_seconds: float,
+        retention_seconds: float, meta: EntryMeta, reserve: bool = True,
+    ) -> ApprovalClaim:
+        """One ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_approvals.claim_approved``)."""
+        with self._errors():
+            return claim_approved(self, self._approvals_connection(), key, approval_ids, token,
+                                  lease_seconds, retention_seconds, meta, reserve)
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:

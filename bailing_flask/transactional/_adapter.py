@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bailing_flask.stores import Entry, StoredResponse
-from bailing_flask.transactional._records import ListState, _Record
+from bailing_flask.transactional._records import ListState, _ApprovalTaken, _Duplicate, _Record
 
 logger = logging.getLogger("bailing_flask")
 
@@ -23,7 +23,8 @@ class _CallTransaction(ABC):
 
     @abstractmethod
     def reserve(self, record: _Record) -> None:
-        """Insert the running row; raises :class:`_Duplicate` or :class:`_Busy`."""
+        """Insert the running row (and the row of the approval it spends); raises
+        :class:`_Duplicate`, :class:`_Busy` or :class:`_ApprovalTaken`."""
 
     @contextmanager
     def guard(self, record: _Record) -> Iterator[None]:
@@ -39,6 +40,25 @@ class _CallTransaction(ABC):
     def keep(self, record: _Record) -> None:
         """After the view ended the transaction: commit what is left without the answer and make
         sure the running row is committed (the call is uncertain)."""
+
+    @abstractmethod
+    def _insert_approval(self, record: _Record) -> None:
+        """Insert the row of the approval ``record`` spends; raises :class:`_Duplicate` or
+        :class:`_Busy` as the reservation's own insert does."""
+
+    def _spend_approval(self, record: _Record) -> None:
+        """In :meth:`reserve`, right after the call's row (before the view's first commit
+        point, so no rollback of the view takes it away): the row of the approval it spends.
+
+        Raises :class:`_ApprovalTaken` when another call's committed transaction spent it
+        (PostgreSQL waits for an open one first; SQLite's write lock already did).
+        """
+        if record.approval is None:
+            return
+        try:
+            self._insert_approval(record)
+        except _Duplicate:
+            raise _ApprovalTaken() from None
 
     @abstractmethod
     def commit(self) -> None:

@@ -17,7 +17,9 @@ from bailing_flask.transactional._records import (
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
+    _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
+    _approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -266,8 +268,12 @@ class _DBAPICall(_CallTransaction):
     def reserve(self, record: _Record) -> None:
         self._begin()
         self._insert(record)
+        self._spend_approval(record)
         # marks the call's own transaction: a COMMIT or ROLLBACK of the view takes it away
         self._execute(f"SAVEPOINT {_MARK}", ())
+
+    def _insert_approval(self, record: _Record) -> None:
+        self._execute(_INSERT_APPROVAL_SQL, _approval_values(record))
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
         if not _in_transaction(self.conn, self.dialect):

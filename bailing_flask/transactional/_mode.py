@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -9,8 +10,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response
+from flask import Response, request
 
+from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_candidates, _refusal
 from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
@@ -18,7 +20,13 @@ from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
-from bailing_flask.transactional._records import _Busy, _Duplicate, _EndedByView, _Record
+from bailing_flask.transactional._records import (
+    _ApprovalTaken,
+    _Busy,
+    _Duplicate,
+    _EndedByView,
+    _Record,
+)
 from bailing_flask.transactional._sqlalchemy import SQLAlchemyTransaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,13 +96,26 @@ class TransactionalIdempotency:
                            unsigned_key=call.unsigned.idempotency_key),
             created_at=now, expires_at=now + retention,
         )
-        for attempt in (1, 2):
+        approvals: list[tuple[int, float]] = []
+        if tool.options.business_approval:
+            approvals = self._approvals(tool, call, record.key)
+            record = dataclasses.replace(record, approval=approvals.pop(0))
+        attempt = 0
+        while attempt < 2:
+            attempt += 1
             try:
                 transaction = adapter.begin()
             except StoreUnavailable as exc:
                 return self._unavailable(tool, exc)
             try:
-                transaction.reserve(record)
+                transaction.reserve(record)  # and the approval's row (business_approval)
+            except _ApprovalTaken:  # another call's committed transaction spent it
+                transaction.rollback()
+                if not approvals:
+                    raise _ApprovalRefused(_refusal(tool, call, "used")) from None
+                record = dataclasses.replace(record, approval=approvals.pop(0))
+                attempt -= 1
+                continue
             except _Duplicate:
                 transaction.rollback()
                 answer = self._existing(adapter, tool, call, record, last=attempt == 2)
@@ -118,6 +139,46 @@ class TransactionalIdempotency:
                 raise
             return self._first_run(adapter, transaction, tool, record, execute)
         return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
+
+    def _approvals(self, tool: Tool, call: ToolCall, key: str) -> list[tuple[int, float]]:
+        """The approvals this call may spend, as ``(approval_id, expires_at)``, oldest first.
+
+        Those the package store already names another call for are left out
+        (spent in the store mode, or marked after a commit here); the table's
+        row of each decides in the end.
+        """
+        candidates = _approval_candidates(tool, call)
+        found = [(r.approval_id, r.expires_at) for r in candidates if r.used_by in (None, key)]
+        spent = [r.approval_id for r in candidates if r.used_by == key]
+        if spent:  # this call spent it before: a repeat is answered from its row
+            request.environ[APPROVAL_KEY] = spent[0]
+        if not found:
+            raise _ApprovalRefused(_refusal(tool, call, "used"))
+        return found
+
+    def _mark_spent(self, tool: Tool, record: _Record) -> None:
+        """After the commit: the package store's record names the call too (best effort).
+
+        The table's row is what decides; the mark keeps the store's record
+        true for operators, and spent for the store mode should the tool
+        leave the transaction mode (or the view have ended the transaction).
+        """
+        if record.approval is None:
+            return
+        approval_id = record.approval[0]
+        request.environ[APPROVAL_KEY] = approval_id
+        keep = record.expires_at - record.created_at  # (nothing is reserved: only checked)
+        marked: str
+        try:
+            marked = self.idempotency.store().claim_approved(
+                record.key, approval_ids=(approval_id,), token=record.token, lease_seconds=keep,
+                retention_seconds=keep, meta=record.meta, reserve=False).outcome
+        except (StoreUnavailable, NotImplementedError) as exc:
+            marked = str(exc)
+        if marked != "reserved":
+            logger.warning("bailing: approval %d was spent on call %s of tool %r in its transaction, "
+                           "but the store's record could not be marked (%s)", approval_id,
+                           record.key, tool.name, marked)
 
     def _unavailable(self, tool: Tool, exc: StoreUnavailable) -> Response:
         logger.error("bailing: the database is unavailable (%s); refusing the side effect of %r",
@@ -196,6 +257,7 @@ class TransactionalIdempotency:
         except BaseException:
             transaction.rollback()
             raise
+        self._mark_spent(tool, record)
         self._maybe_cleanup(adapter)
         return response
 
@@ -215,6 +277,7 @@ class TransactionalIdempotency:
             transaction.keep(record)
         except Exception:  # noqa: BLE001 - the database failed too: nothing more to do here
             logger.error("bailing: could not record call %s as uncertain", record.key, exc_info=True)
+        self._mark_spent(tool, record)  # its effect may have stayed: the approval is spent
         return self.state.error_response(ErrorInfo.make("transaction_ended_by_view"))
 
     def _maybe_cleanup(self, adapter: TransactionAdapter) -> None:

@@ -92,6 +92,10 @@ class _EndedByView(Exception):
     cannot be recorded with the view's writes (the call is left uncertain)."""
 
 
+class _ApprovalTaken(Exception):
+    """Another call's committed transaction spent the approval this call wanted to spend."""
+
+
 @dataclass(frozen=True)
 class _Record:
     key: str
@@ -99,6 +103,9 @@ class _Record:
     meta: EntryMeta
     created_at: float
     expires_at: float
+    #: ``business_approval`` tools: the approval this call spends, ``(approval_id, when its row
+    #: expires)``; a row of its own, inserted in the call's transaction (see _approval_values)
+    approval: tuple[int, float] | None = None
 
 
 def _classify(exc: BaseException) -> str | None:
@@ -141,6 +148,17 @@ _INSERT_SQL = (
 )
 _COMPLETE_SQL = "UPDATE {t} SET state = ?, status = ?, headers = ?, body = ? WHERE call_key = ? AND token = ?"
 
+#: An approval spent in the transaction mode is a row of the same table: ``call_key`` is
+#: ``approval:<id>``, ``state`` is ``approval``, ``note`` the key of the call that spent it. Its
+#: primary key makes a second transaction spending it wait for the first (PostgreSQL) or for
+#: the write lock (SQLite), then fail as a duplicate; a rollback takes it back with the call.
+_APPROVAL = "approval"
+_APPROVAL_PREFIX = "approval:"
+_INSERT_APPROVAL_SQL = (
+    "INSERT INTO {t} (call_key, state, token, tool, job_id, subject, unsigned_key, created_at, "
+    "expires_at, status, headers, body, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 
 def _placeholders(statement: str, table: str, paramstyle: str) -> str:
     """``statement`` for ``table`` in a DB-API ``paramstyle`` (positional parameters)."""
@@ -170,6 +188,15 @@ def _insert_values(record: _Record, state: str = _RUNNING, status: int | None = 
             status, headers, body)
 
 
+def _approval_values(record: _Record) -> tuple[Any, ...]:
+    """The row of the approval ``record`` spends, for :data:`_INSERT_APPROVAL_SQL`."""
+    assert record.approval is not None
+    approval_id, expires_at = record.approval
+    return (f"{_APPROVAL_PREFIX}{approval_id}", _APPROVAL, record.token, record.meta.tool,
+            record.meta.job_id, record.meta.subject, None, record.created_at,
+            max(expires_at, record.expires_at), None, None, None, record.key)
+
+
 def _entry(row: Any) -> Entry:
     """A database row (a sequence in column order) as the store API's :class:`Entry`."""
     (key, state, token, tool, job_id, subject, unsigned_key, created_at, expires_at,
@@ -197,6 +224,8 @@ _COLUMNS = ("call_key", "state", "token", "tool", "job_id", "subject", "unsigned
 
 
 def _matches(entry: Entry, state: ListState | None) -> bool:
+    if entry.key.startswith(_APPROVAL_PREFIX):
+        return False  # the row of a spent approval, not a call
     if state is None:
         return True
     if state == "completed":

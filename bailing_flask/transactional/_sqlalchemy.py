@@ -19,7 +19,9 @@ from bailing_flask.transactional._records import (
     _COLUMNS,
     _COMPLETE_SQL,
     _COMPLETED,
+    _INSERT_APPROVAL_SQL,
     _INSERT_SQL,
+    _approval_values,
     _PG_DDL_LOCK,
     _RUNNING,
     TABLE_NAME,
@@ -77,8 +79,8 @@ class SQLAlchemyTransaction(TransactionAdapter):
         self._lock = threading.Lock()
         # defined now, so a db.create_all() or an Alembic autogenerate that follows sees it
         self._table: Table = _define_table(self._metadata_for_table(), self.table_name)
-        #: the request path's two statements per DB-API paramstyle (built on first use)
-        self._sql: dict[str, tuple[str, str]] = {}
+        #: the request path's statements per DB-API paramstyle (built on first use)
+        self._sql: dict[str, tuple[str, ...]] = {}
 
     def __repr__(self) -> str:
         return f"SQLAlchemyTransaction(table={self.table_name!r})"
@@ -293,7 +295,8 @@ class _SQLAlchemyCall(_CallTransaction):
         return self._conn
 
     def _execute(self, which: int, values: tuple[Any, ...]) -> int:
-        """Run the INSERT (0) or the UPDATE (1) on the session's own connection; the row count.
+        """Run the INSERT (0), the UPDATE (1) or an approval's INSERT (2) on the session's own
+        connection; the row count.
 
         Straight through the driver's cursor of the connection the session's transaction
         holds (so in that transaction): SQLAlchemy's statement execution costs more than the
@@ -305,8 +308,8 @@ class _SQLAlchemyCall(_CallTransaction):
             statements = self.adapter._sql.get(paramstyle)
             if statements is None:
                 table = self.adapter.table_name
-                statements = (_placeholders(_INSERT_SQL, table, paramstyle),
-                              _placeholders(_COMPLETE_SQL, table, paramstyle))
+                statements = tuple(_placeholders(statement, table, paramstyle) for statement in (
+                    _INSERT_SQL, _COMPLETE_SQL, _INSERT_APPROVAL_SQL))
                 self.adapter._sql[paramstyle] = statements
             cursor = connection.connection.cursor()
             try:
@@ -325,6 +328,7 @@ class _SQLAlchemyCall(_CallTransaction):
 
     def reserve(self, record: _Record) -> None:
         self._insert(record)
+        self._spend_approval(record)
         _watch(self._conn.engine)
         try:
             self._marks.append(self.session.begin_nested())
@@ -366,6 +370,9 @@ class _SQLAlchemyCall(_CallTransaction):
         except Exception as exc:  # noqa: BLE001 - the savepoint is gone with the transaction
             self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
                        f"{str(exc)[:120]})")
+
+    def _insert_approval(self, record: _Record) -> None:
+        self._execute(2, _approval_values(record))
 
     @contextmanager
     def guard(self, record: _Record) -> Iterator[None]:

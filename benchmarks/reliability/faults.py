@@ -1,4 +1,4 @@
-"""Faults under load: Redis restarted, SQLite locked, fifty slow clients at once.
+"""Faults under load: Redis and the SQL store's database restarted, SQLite locked, slow clients.
 
 ``run(quick=False)`` starts real servers (gunicorn, redis-server, Werkzeug's
 server) on loopback, puts load on them, injects each fault in the middle of
@@ -10,6 +10,11 @@ the load, and returns the figures the Reliability page publishes:
   5xx answers with a traceback, seconds until the store answers again. The
   same run without persistence is published for information: it shows what
   a Redis that restarts empty forgets.
+* ``faults.postgresql.*``, ``faults.mariadb.*`` -- the SQL store's database
+  (durable) stopped at once (PostgreSQL's immediate shutdown, MariaDB
+  SIGKILLed) for a few seconds and started again during the same load; the
+  same figures as for Redis. Left out, with a warning, where the server is
+  not installed.
 * ``faults.sqlite_lock.*`` -- the SQLite store file locked by another
   process (``BEGIN EXCLUSIVE``) for 10 s during the load.
 * ``faults.slowloris.<server>.*`` -- fifty connections at once sending a
@@ -276,6 +281,109 @@ def redis_run(quick: bool, persistence: bool, rss: list[float]) -> list[Figure]:
     ]
 
 
+# --- the SQL store's database restarted ----------------------------------------------------------
+
+
+class _SQLServer:
+    """A durable PostgreSQL or MariaDB of the run's own, with the SQL store's tables."""
+
+    def __init__(self, dialect: str, directory: Path) -> None:
+        # the servers run as their own user when the run is root's
+        directory.parent.chmod(0o755)
+        directory.mkdir(mode=0o755)
+        directory.chmod(0o755)
+        self.dialect = dialect
+        if dialect == "postgresql":
+            from tests._postgres import start_server
+
+            self.server: Any = start_server(directory, durable=True)
+            self.url = self.server.url("postgres")
+        else:
+            from tests._mariadb import start_server as start_mariadb
+
+            self.server = start_mariadb(directory)
+            admin = self.server.admin()
+            with admin.cursor() as cursor:
+                cursor.execute("CREATE DATABASE t_faults CHARACTER SET utf8mb4")
+            admin.close()
+            self.url = self.server.url("t_faults")
+        from bailing_flask.stores import SQLStore
+
+        store = SQLStore(self.url)
+        store.create_schema()
+        store.close()
+
+    def stop(self) -> None:
+        """PostgreSQL: an immediate shutdown (crash recovery follows); MariaDB: SIGKILL."""
+        if self.dialect == "postgresql":
+            self.server.stop()
+        else:
+            self.server.kill()
+
+    def start(self) -> None:
+        if self.dialect == "mariadb":
+            self.server.start()
+            return
+        server = self.server
+        options = (f"-p {server.port} -k {server.directory} -c listen_addresses=127.0.0.1 "
+                   "-c max_connections=60 -c shared_buffers=16MB")
+        done = server._run(str(server.bindir / "pg_ctl"), "-D", str(server.directory / "data"),
+                           "-l", str(server.directory / "server.log"), "-o", options, "-w", "-t",
+                           "60", "start")
+        if done.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not start again: {done.stderr[-500:]}")
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def sql_run(quick: bool, dialect: str, rss: list[float]) -> list[Figure]:
+    """The SQL store's database killed and started again under load (PostgreSQL, MariaDB)."""
+    seconds, down = (6.0, 1.5) if quick else (20.0, 5.0)
+    with tempfile.TemporaryDirectory(prefix="bailing-faults-") as work:
+        try:
+            server = _SQLServer(dialect, Path(work) / dialect)
+        except (RuntimeError, ImportError, OSError) as exc:
+            print(f"[faults] warning: {dialect} not available ({exc}); faults.{dialect}.* "
+                  "not measured", file=sys.stderr)
+            return []
+        database = os.path.join(work, "business.sqlite3")
+        try:
+            with serving({"BAILING_STORE": server.url, "FAULTS_DB": database,
+                          "FAULTS_DELAY": "0.05"}) as gunicorn:
+                def outage() -> float:
+                    time.sleep(seconds / 4)
+                    server.stop()
+                    time.sleep(down)
+                    server.start()
+                    return time.monotonic()
+
+                tally, back, hub = under_load(_url(gunicorn), outage, seconds=seconds,
+                                              max_orders=80 if quick else 300)
+                recovered = tally.recovered_after(back)
+                twice, unrecorded = effects(tally, database, hub)
+                rss.append(peak_rss_mib(gunicorn))
+        finally:
+            server.close()
+    name = "PostgreSQL" if dialect == "postgresql" else "MariaDB"
+    how = "stopped immediately" if dialect == "postgresql" else "SIGKILLed"
+    return [
+        Figure("faults", f"faults.{dialect}.side_effects_twice", twice, "calls", "== 0",
+               f"the SQL store's {name} {how} and down {down:g} s during a {seconds:g} s refund "
+               "load on two gunicorn workers, every call repeated afterwards: side effects run "
+               "twice"),
+        Figure("faults", f"faults.{dialect}.unrecorded_effects", unrecorded, "calls", "== 0",
+               "side effects that ran while their call was refused, or that a repeat did not "
+               "find on record"),
+        Figure("faults", f"faults.{dialect}.bad_5xx", tally.bad_5xx(), "answers", "== 0",
+               f"of {len(tally.answers)} answers: 5xx other than the store's 503 refusal, "
+               "or with a traceback, or no answer at all"),
+        Figure("faults", f"faults.{dialect}.recovery_s", round(recovered, 3)
+               if recovered is not None else 999.0, "s", f"<= {RECOVERY_BOUND_S:g}",
+               f"seconds from {name}'s return to the first call the same workers served"),
+    ]
+
+
 # --- SQLite locked ----------------------------------------------------------------------------
 
 
@@ -445,6 +553,8 @@ def run(quick: bool = False) -> list[Figure]:
     rss: list[float] = []
     figures = redis_run(quick, True, rss)
     figures += redis_run(quick, False, rss)
+    figures += sql_run(quick, "postgresql", rss)
+    figures += sql_run(quick, "mariadb", rss)
     figures += sqlite_lock_run(quick, rss)
     figures += slowloris_run(quick, rss)
     figures.append(Figure(
