@@ -67,6 +67,9 @@ def audit_line(record: Mapping[str, Any]) -> str:
 _BATCH_BYTES = 256 * 1024
 #: Seconds the sink's thread sleeps when idle before it looks again (a safety net only).
 _IDLE_WAIT = 5.0
+#: Seconds the thread lets records gather once woken: one wake-up per batch, not per record
+#: (waking a thread costs the request more than queueing the record does).
+_GATHER = 0.05
 
 
 def configured_sink(value: Any) -> JsonLinesSink | None:
@@ -112,9 +115,10 @@ class JsonLinesSink:
         later ones at most once per interval, and whatever is left at
         :meth:`close` or at exit.
 
-    The request thread only appends the record to the queue; the thread
-    turns it into a line and writes it. In one process the lines keep the
-    order of the records. Several processes appending to one file: each
+    The request thread only appends the record to the queue (and wakes the
+    thread if it sleeps); the thread lets records gather for a few
+    milliseconds, turns them into lines and writes them. In one process the
+    lines keep the order of the records. Several processes appending to one file: each
     batch of whole lines is one ``write`` on a file opened with
     ``O_APPEND``, which a local file system on Linux appends whole, so the
     lines of different workers never interleave; on a network file system,
@@ -245,9 +249,14 @@ class JsonLinesSink:
                 wake.wait(1.0 if self.dropped != self._reported else _IDLE_WAIT)
             self._idle = False
             wake.clear()
-            self._write_queued()
-            if self.dropped != self._reported:
-                self._report()
+            if queue and not self._closed:
+                time.sleep(_GATHER)  # records queued meanwhile do not wake us: we are not idle
+            try:
+                self._write_queued()
+                if self.dropped != self._reported:
+                    self._report()
+            except Exception:  # pragma: no cover - _write counts its own failures; the thread stays
+                logger.exception("bailing: the audit sink %s failed", self.target)
 
     def _write_queued(self) -> None:
         """Write every record queued so far, batch by batch (any thread; one at a time)."""
@@ -257,10 +266,15 @@ class JsonLinesSink:
                 lines: list[str] = []
                 size = 0
                 while queue and size < _BATCH_BYTES:
-                    line = audit_line(queue.popleft())
+                    try:
+                        line = audit_line(queue.popleft())
+                    except (TypeError, ValueError, RecursionError):  # e.g. a circular value
+                        self._drop(1, "a record is not JSON")
+                        continue
                     lines.append(line)
                     size += len(line) + 1
-                self._write(lines)
+                if lines:
+                    self._write(lines)
 
     def _write(self, lines: list[str]) -> None:
         """Hand ``lines`` to the target; what it refuses is counted as dropped."""

@@ -31,9 +31,9 @@ escapes the C0 ones), so one record is always exactly one line.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -135,9 +135,18 @@ class TelemetryHook(Protocol):
         """Record a refusal that never reached the gate."""
 
 
+_second: tuple[int, str] = (0, "")
+
+
 def _now() -> str:
-    now = _dt.datetime.now(_dt.timezone.utc)
-    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC now, ISO 8601 with milliseconds (``2026-05-01T12:00:00.123Z``); the second is formatted once."""
+    global _second
+    now = time.time()
+    second = int(now)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
 
 
 def _cut(text: str) -> str:

@@ -133,7 +133,7 @@ def _serve(server: str, path: Path) -> Any:
         return gunicorn_serving("tests.apps.audit_sink_app:application", workers=2,
                                 env={**env, "GUNICORN_CMD_ARGS": "--preload"})
     return uwsgi_serving("tests.apps.audit_sink_app", env={**env, "AUDIT_SINK_LOAD_CALL": "0"},
-                         extra=("--processes", "2", "--enable-threads"))
+                         extra=("--processes", "2"))
 
 
 @pytest.mark.slow
