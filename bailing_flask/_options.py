@@ -41,7 +41,6 @@ class ToolKwargs(TypedDict, total=False):
     subject_required: bool
     sensitive: bool
     readonly: bool
-    idempotent: bool
     rate_limit: str | RateLimit | Mapping[str, Any]
     timeout_ms: int
     when_to_use: str
@@ -59,18 +58,15 @@ class ToolKwargs(TypedDict, total=False):
     params: Sequence[Param]
     authorizer: Callable[..., Any]
     allow_unsigned: bool
+    repeats: Literal["replay", "transaction", "safe"]
     idempotency_key: Callable[..., Any]
-    deduplicate: bool
     validate_unsigned: bool
-    rerun_uncertain: bool
-    failure_is_atomic: bool
     business_approval: bool
     response: type[BaseModel] | type[list[Any]]
     max_items: int
     error_response: type[BaseModel] | type[list[Any]]
     result: Callable[..., Any]
     model_chooses: Mapping[str, str]
-    transactional: bool
 
 
 class BailingKwargs(TypedDict, total=False):
@@ -99,7 +95,6 @@ class BailingKwargs(TypedDict, total=False):
     idempotency_defer_completion: bool
     reject_replays: bool
     transaction: TransactionAdapter | Literal["sqlalchemy"] | None
-    transactional: bool
     client_tokens: str | Sequence[str] | Mapping[str, str] | None
     hub_url: str | None
     callback_path: str | None

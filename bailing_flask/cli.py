@@ -17,7 +17,6 @@ from flask.cli import AppGroup
 
 from bailing_flask._pipeline.catalog import serialize
 from bailing_flask.stores import StoreUnavailable
-from bailing_flask.transactional import in_transaction_mode
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
@@ -208,13 +207,13 @@ def tools_command(as_json: bool) -> None:
                 "deprecated": bool(t.options.deprecated), "subject_required": t.subject_required,
                 "sensitive": t.sensitive, "side_effecting": t.side_effecting,
                 "business_approval": bool(t.options.business_approval),
-                "deduplication": t.deduplication,
+                "repeats": t.repeats, "domain_key": t.options.idempotency_key is not None,
             } for t in registry.tools],
             "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
                               "reason": i.reason} for i in registry.not_exported],
         }, ensure_ascii=False, indent=2))
         return
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "DEDUP", "NOTE")]
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "REPEATS", "NOTE")]
     for tool in registry.tools:
         note = []
         path = catalog.path_of(tool)
@@ -234,11 +233,8 @@ def tools_command(as_json: bool) -> None:
             note.append("idempotent: the hub may retry")
         if tool.options.business_approval:
             note.append("business approval")
-        dedup = tool.deduplication
-        if tool.deduplicated and in_transaction_mode(tool, state.app.config):
-            dedup += ", in transaction"
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
-                     dedup, ", ".join(note)))
+                     tool.repeats_shown, ", ".join(note)))
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
         click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])

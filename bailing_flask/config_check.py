@@ -7,6 +7,8 @@ Each problem names the setting to fix. Found when ``init_app`` runs:
   side-effecting call would answer 500);
 * an unknown ``BAILING_*`` key, with the nearest valid name (a misspelt
   setting is otherwise silently ignored): a warning;
+* a removed setting (:data:`~bailing_flask.settings.REMOVED_SETTINGS`):
+  ``init_app`` raises, naming what to write instead;
 * a secret or client token with surrounding whitespace: an error logged at
   start-up (the hub trims the secrets it stores, so such a value can never
   match one of its signatures).
@@ -39,7 +41,7 @@ from flask import Flask
 
 from bailing_flask.wire.jsenc import js_trim
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.settings import DEFAULTS
+from bailing_flask.settings import DEFAULTS, REMOVED_SETTINGS
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
@@ -104,6 +106,10 @@ def check_settings(config: Mapping[str, Any]) -> list[ConfigProblem]:
     known = set(DEFAULTS) | _ALSO_KNOWN
     for key in sorted(k for k in config if isinstance(k, str) and k.startswith("BAILING_")):
         if key in known:
+            continue
+        if key in REMOVED_SETTINGS:
+            problems.append(ConfigProblem(
+                "error", key, "removed_setting", f"{key} is removed: {REMOVED_SETTINGS[key]}"))
             continue
         nearest = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
         hint = f"; did you mean {nearest[0]}?" if nearest else "; see the configuration reference"
@@ -246,6 +252,8 @@ def check_at_init(app: Flask) -> list[ConfigProblem]:
     for problem in problems:
         if problem.code == "invalid_store":
             raise ConfigurationError(f"BAILING_STORE: {problem.message}")
+        if problem.code == "removed_setting":
+            raise ConfigurationError(problem.message)
     return problems
 
 

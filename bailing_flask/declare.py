@@ -13,7 +13,6 @@ import functools
 import inspect
 import json
 import re
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
@@ -34,6 +33,8 @@ __all__ = [
     "Outcome",
     "Declaration",
     "get_declaration",
+    "REPEATS",
+    "REMOVED_OPTIONS",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +59,58 @@ _RATE_UNITS = {
     "m": "1m", "min": "1m", "minute": "1m", "minutes": "1m",
     "h": "1h", "hr": "1h", "hour": "1h", "hours": "1h",
     "d": "1d", "day": "1d", "days": "1d",
+}
+
+
+#: The values of ``repeats=``: what happens to a repeat of the same call.
+REPEATS: Mapping[str, str] = {
+    "replay": "the first call runs and its answer is recorded; an identical repeat gets the "
+              "recorded answer (Idempotent-Replayed: true); a call that failed is uncertain until "
+              "an operator resolves it (the default for a write tool)",
+    "transaction": "the same, with the record committed in the view's own database transaction "
+                   "(BAILING_TRANSACTION): exactly once, a failure rolls back and never leaves a "
+                   "call uncertain",
+    "safe": "the call is harmless to repeat: the catalog says execution.idempotent, the hub sends "
+            "no idempotency key and may retry it, and every call runs",
+}
+_SAFE_WITH_KEY = (
+    "repeats='safe' runs every call, and idempotency_key= says which calls are repeats of each "
+    "other to run them once; drop one of them"
+)
+
+
+def _idempotent_removed(value: Any) -> str:
+    if value is True:
+        return ("write repeats='safe' (the hub may retry it and every call runs; an idempotent "
+                "write used to be de-duplicated all the same), or leave it out to have repeats "
+                "answered from the record")
+    return "leave it out (a write tool is not idempotent unless it says repeats='safe')"
+
+
+def _deduplicate_removed(value: Any) -> str:
+    if value is False:
+        return ("write repeats='safe' if running every call is harmless (the hub is then told it "
+                "may retry it), or leave it out: a write tool's repeats are answered from the "
+                "record by default")
+    return "leave it out: every write tool is de-duplicated by default (repeats='replay')"
+
+
+#: Options that ``@tool`` and ``tool_defaults`` no longer take, each with what to write instead
+#: (as a function of the value given). The package is unreleased: no aliases.
+REMOVED_OPTIONS: Mapping[str, Callable[[Any], str]] = {
+    "idempotent": _idempotent_removed,
+    "deduplicate": _deduplicate_removed,
+    "idempotency": lambda value: "it was the first name of deduplicate=, also removed: "
+                                 + _deduplicate_removed(value),
+    "transactional": lambda value: (
+        "write repeats='transaction' (the record commits in the view's own database transaction)"
+        if value else "leave it out (repeats='replay', the store, is the default)"),
+    "rerun_uncertain": lambda value: (
+        "write repeats='transaction', which never leaves a call uncertain, or let an operator "
+        "release one call with `flask bailing idempotency resolve KEY --rerun --note ...`"),
+    "failure_is_atomic": lambda value: (
+        "write repeats='transaction': a failure rolls back and the same call runs again; in the "
+        "store mode a failed call is uncertain until `flask bailing idempotency resolve` decides"),
 }
 
 
@@ -187,7 +240,6 @@ class ToolOptions(_Model):
     subject_required: bool | None = None
     sensitive: bool | None = None
     readonly: bool | None = None
-    idempotent: bool | None = None
     rate_limit: RateLimit | None = None
     timeout_ms: int | None = Field(default=None, ge=1, le=600_000)
     when_to_use: str | None = Field(default=None, max_length=500)
@@ -205,17 +257,12 @@ class ToolOptions(_Model):
     params: tuple[Param, ...] | None = None
     authorizer: Callable[..., Any] | None = None
     allow_unsigned: bool | None = None
+    #: What happens to a repeat of the same call (see :data:`REPEATS`). Default: ``"replay"``
+    #: for a write tool; a read tool (GET, ``readonly=True``) runs every call.
+    repeats: Literal["replay", "transaction", "safe"] | None = None
+    #: ``idempotency_key(call) -> str``: which calls are repeats of each other (a domain key).
+    #: Default: the signed call (job, tool, arguments, subject).
     idempotency_key: Callable[..., Any] | None = None
-    deduplicate: bool | None = None
-    rerun_uncertain: bool | None = None
-    #: ``True``: a failure of this side effect (the view raised or answered 5xx)
-    #: never leaves anything behind, so the next identical call may run again.
-    #: Default: a failed side effect is uncertain and is never re-run by itself.
-    failure_is_atomic: bool | None = Field(default=None, strict=True)
-    #: ``True``: the idempotency record commits in the view's own database
-    #: transaction (``BAILING_TRANSACTION``): exactly once, never uncertain.
-    #: ``False``: the store, even when ``BAILING_TRANSACTIONAL`` is on.
-    transactional: bool | None = Field(default=None, strict=True)
 
     validate_unsigned: bool | None = None
     business_approval: bool | None = None
@@ -236,27 +283,9 @@ class ToolOptions(_Model):
     model_chooses: dict[str, str] | None = None
 
     @model_validator(mode="after")
-    def _deduplication_is_consistent(self) -> ToolOptions:
-        if self.deduplicate is False and self.idempotency_key is not None:
-            raise ValueError(
-                "deduplicate=False contradicts idempotency_key= (a domain key is a way to "
-                "de-duplicate); drop one of them"
-            )
-        if self.deduplicate is False and self.rerun_uncertain:
-            raise ValueError(
-                "rerun_uncertain=True only applies to de-duplicated calls, and deduplicate=False "
-                "turns de-duplication off; drop one of them"
-            )
-        if self.transactional and self.deduplicate is False:
-            raise ValueError(
-                "transactional=True records each call in the view's transaction to run it once, "
-                "and deduplicate=False turns that off; drop one of them"
-            )
-        if self.transactional and self.rerun_uncertain:
-            raise ValueError(
-                "rerun_uncertain=True is for the store mode; transactional=True never leaves a call "
-                "uncertain (a call either committed with its answer or rolled back); drop it"
-            )
+    def _consistent(self) -> ToolOptions:
+        if self.repeats == "safe" and self.idempotency_key is not None:
+            raise ValueError(_SAFE_WITH_KEY)
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
@@ -363,26 +392,18 @@ def _describe(target: Any) -> str:
     return f"{module}.{getattr(target, '__qualname__', repr(target))}"
 
 
-def _renamed(options: dict[str, Any], where: str) -> None:
-    """``idempotency=`` is ``deduplicate=`` now: three letters from ``idempotent=`` was too close."""
-    if "idempotency" not in options:
-        return
-    if "deduplicate" in options:
-        raise ToolDeclarationError(
-            f"invalid tool declaration on {where}: idempotency= is the old name of deduplicate=; "
-            "give only deduplicate="
-        )
-    warnings.warn(
-        f"{where}: idempotency= is renamed deduplicate= (whether bailing_flask runs a repeated "
-        "signed call once); it is unrelated to idempotent=, which only tells the hub the call is "
-        "safe to retry",
-        DeprecationWarning, stacklevel=4,
-    )
-    options["deduplicate"] = options.pop("idempotency")
+def _removed(options: dict[str, Any], where: str) -> None:
+    """An option that is gone is refused with what to write instead (see :data:`REMOVED_OPTIONS`)."""
+    for name in options:
+        replacement = REMOVED_OPTIONS.get(name)
+        if replacement is not None:
+            raise ToolDeclarationError(
+                f"invalid tool declaration on {where}: {name}= is removed; {replacement(options[name])}"
+            )
 
 
 def _validate(options: dict[str, Any], where: str) -> ToolOptions:
-    _renamed(options, where)
+    _removed(options, where)
     for key in ("approval_when", "examples", "context", "tags", "methods", "params"):
         value = options.get(key)
         if isinstance(value, (list, set)):
@@ -404,6 +425,20 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
         except ConfigurationError as exc:
             raise ToolDeclarationError(str(exc)) from None
     return validated
+
+
+def effective_repeats(options: ToolOptions, readonly: bool, where: str) -> str | None:
+    """What a repeat of a call to this tool gets: ``repeats=``, else ``"replay"`` for a write
+    tool; ``None`` for a read tool (it runs every call) unless a domain key makes its repeats
+    recognisable. Raises :class:`ToolDeclarationError` for ``"safe"`` with a domain key (one of
+    them given through ``tool_defaults``, so the decorator could not see both)."""
+    if options.repeats == "safe":
+        if options.idempotency_key is not None:
+            raise ToolDeclarationError(f"{where}: {_SAFE_WITH_KEY}")
+        return "safe"
+    if readonly and options.idempotency_key is None:
+        return None
+    return options.repeats or "replay"
 
 
 def get_declaration(view: Any) -> Declaration | None:

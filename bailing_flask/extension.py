@@ -28,7 +28,7 @@ from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_
 from bailing_flask.integrations import FlaskLoginBridge, exempt_tool_calls_from_csrf, forget_bridged_user
 from bailing_flask._pipeline.registry import Registry, build_registry
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
-from bailing_flask.settings import DEFAULTS, provider_secrets
+from bailing_flask.settings import DEFAULTS, REMOVED_SETTINGS, provider_secrets
 from bailing_flask.declare import get_declaration, get_wrapped_by
 from bailing_flask.declare import tool as _tool
 from bailing_flask.wire.middleware import BailingMiddleware
@@ -318,6 +318,8 @@ class Bailing:
         self._options: dict[str, Any] = {}
         for name, value in options.items():
             key = "BAILING_" + name.upper()
+            if key in REMOVED_SETTINGS:
+                raise ConfigurationError(f"Bailing option {name!r} is removed: {REMOVED_SETTINGS[key]}")
             if key not in DEFAULTS and key != "BAILING_SECRET":
                 raise ConfigurationError(f"unknown Bailing option {name!r} (no setting {key})")
             self._options[key] = value

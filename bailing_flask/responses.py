@@ -19,7 +19,10 @@ from flask import Response
 from bailing_flask.errors import REASON_MESSAGES
 from bailing_flask.reasons import REASONS
 
-__all__ = ["ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER", "reason_response"]
+__all__ = [
+    "ErrorInfo", "tool_result", "REASON_STATUS", "MAX_ERROR_BODY", "REASON_HEADER", "REPLAY_HEADER",
+    "reason_response",
+]
 
 #: The hub shows the model the first 2048 characters of a non-2xx body.
 MAX_ERROR_BODY = 2048
@@ -28,6 +31,10 @@ MAX_ERROR_BODY = 2048
 #: gate's, restyled or not), so a checker can tell them from the app's own
 #: 401s, redirects and error pages.
 REASON_HEADER = "X-Bailing-Reason"
+
+#: Set to ``true`` on an answer given from the idempotency record instead of running the view
+#: again (a repeat of a de-duplicated call, in the store or the transaction mode).
+REPLAY_HEADER = "Idempotent-Replayed"
 
 #: Default status of each refusal reason, from the one table in :mod:`bailing_flask.reasons`.
 REASON_STATUS: Mapping[str, int] = MappingProxyType({r.code: r.status for r in REASONS.values()})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Setting", "SETTINGS", "DEFAULTS", "provider_secrets"]
+__all__ = ["Setting", "SETTINGS", "DEFAULTS", "REMOVED_SETTINGS", "provider_secrets"]
 
 MiB = 1024 * 1024
 
@@ -116,11 +116,9 @@ SETTINGS: tuple[Setting, ...] = (
             "The database whose transaction carries the idempotency record of tools in the "
             "transaction mode (exactly once instead of at most once): "
             "`SQLAlchemyTransaction(db)`, `DBAPITransaction(get_db)` (sqlite3, psycopg) from "
-            "`bailing_flask.transactional`, or `'sqlalchemy'` for this app's Flask-SQLAlchemy. "
+            "`bailing_flask.transactional`, or `'sqlalchemy'` for this app's Flask-SQLAlchemy "
+            "(a tool chooses the mode with `repeats='transaction'`). "
             "The records go to a table `bailing_idempotency` in that database."),
-    Setting("BAILING_TRANSACTIONAL", False,
-            "Run every de-duplicated tool in the transaction mode unless it says "
-            "`transactional=False` (default: only tools declared `transactional=True`)."),
     Setting("BAILING_IDEMPOTENCY_DEFER_COMPLETION", False,
             "Let a side effect's answer leave before its record is written: the record travels "
             "with the worker's next reservation (SQLite: the same transaction and disk flush; "
@@ -175,3 +173,10 @@ def provider_secrets(config: Mapping[str, Any]) -> Any:
 
 #: ``key -> default``, applied with ``app.config.setdefault`` by ``init_app``.
 DEFAULTS: dict[str, Any] = {setting.key: setting.default for setting in SETTINGS}
+
+#: Settings that are gone, each with what to write instead: ``init_app`` refuses them.
+REMOVED_SETTINGS: Mapping[str, str] = {
+    "BAILING_TRANSACTIONAL": "declare repeats='transaction' on each tool whose whole effect is in "
+                             "the app's database, or tool_defaults(blueprint, "
+                             "repeats='transaction') for a blueprint's tools",
+}

@@ -4,7 +4,7 @@
   app-wide authorizer, and ``@tool`` views:
 
   - ``POST /api/orders`` with a pydantic body model (50-byte JSON body),
-    ``deduplicate=False`` (the headline tool call);
+    ``repeats="safe"``: every call runs (the headline tool call);
   - ``GET /api/orders`` with a pydantic query model;
   - ``POST /api/orders/idem`` - the same POST tool with de-duplication on
     (the default for a side-effecting tool), over ``BAILING_STORE``;
@@ -143,7 +143,7 @@ def tool_app(store: str | None = None, secret: str | None = None,
     bailing.authorizer(authorize)
 
     @app.post(POST_PATH)
-    @tool(name=POST_TOOL, scope=SCOPE_WRITE, body=OrderBody, deduplicate=False)
+    @tool(name=POST_TOOL, scope=SCOPE_WRITE, body=OrderBody, repeats="safe")
     def order_create() -> Any:
         """Create an order."""
         body = current_call.body
@@ -275,7 +275,7 @@ def bare_app() -> Flask:
 
 def middleware_app(secret: str | None = None) -> Flask:
     """The bare app with ``BailingMiddleware`` only: signed requests to undeclared routes."""
-    from bailing_flask import BailingMiddleware
+    from bailing_flask.wire import BailingMiddleware
 
     app = bare_app()
     app.wsgi_app = BailingMiddleware(  # type: ignore[method-assign]

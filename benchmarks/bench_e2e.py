@@ -18,13 +18,13 @@ side lasts ``block_s``); blocks run A B B A, rounds alternate the order,
 every block is kept.
 
 * ``sync_tool_vs_bare`` (target >= 0.9): req/s of the signed POST tool call
-  (50-byte body, ``deduplicate=False``) / req/s of the same POST to the bare
+  (50-byte body, ``repeats="safe"``) / req/s of the same POST to the bare
   app (the signature headers are sent too; nothing reads them);
 * ``gthread_tool_vs_bare`` (target >= 0.95): the same with gthread workers;
 * ``gthread_redis_vs_off`` and ``gthread_redis_deferred_vs_off`` (target
   >= 0.6): req/s of new calls to the same tool with de-duplication in a real
   ``redis-server`` (loopback, started for the run) / the tool with
-  ``deduplicate=False`` on the default server; the second is a server of its
+  ``repeats="safe"`` on the default server; the second is a server of its
   own with ``BAILING_IDEMPOTENCY_DEFER_COMPLETION`` (one round trip per
   call). The three sides are one interleaved series.
 * ``gthread_sql_vs_off`` (target >= 0.6): the same tool with the SQL store
@@ -206,7 +206,7 @@ def run(quick: bool = False) -> list[Result]:
                         results.append(_result(
                             f"gthread_{side.name}_vs_off", side, sides[0], ">=", 0.6,
                             f"req/s new side-effecting calls, Redis store (loopback, {mode}) / the "
-                            "same tool with deduplicate=False, gunicorn gthread (1 worker, 4 threads)",
+                            "same tool with repeats='safe', gunicorn gthread (1 worker, 4 threads)",
                             {**facts, "requests_per_block": n, "store": "redis (loopback, no persistence)",
                              "defer_completion": side is sides[2]},
                         ))
@@ -267,7 +267,7 @@ def _sql_results(sides: list[Side], facts: dict[str, Any], n: int) -> list[Resul
              "store": "PostgreSQL (loopback, fsync off, like Redis without persistence)"}
     vs_off = _result("gthread_sql_vs_off", sql, off, ">=", 0.6,
                      "req/s new side-effecting calls, SQL store on PostgreSQL (loopback, default "
-                     "settings) / the same tool with deduplicate=False, gunicorn gthread "
+                     "settings) / the same tool with repeats='safe', gunicorn gthread "
                      "(1 worker, 4 threads)", extra)
     differences = [s / o - r / o for s, r, o in zip(sql.rates, redis.rates, off.rates)]
     difference = Result(

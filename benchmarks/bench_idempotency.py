@@ -2,7 +2,7 @@
 
 The tool app of ``benchmarks/_apps.py`` serves the same POST tool twice:
 ``POST /api/orders/idem`` (de-duplicated, the default for a side-effecting
-tool) and ``POST /api/orders`` (``deduplicate=False``). One app per store:
+tool) and ``POST /api/orders`` (``repeats="safe"``). One app per store:
 ``memory://``; a SQLite file on the repository's file system (a directory
 ``benchmarks/.tmp-*`` removed at the end; ``BENCH_SQLITE_DIR`` chooses
 another); the same on ``/dev/shm`` when it is a tmpfs (``fsync`` is free
@@ -138,7 +138,7 @@ def _compare_store(name: str, app: Flask, *, io_bound: bool, target: float | Non
         per_round, group=GROUP, name=f"{name}_vs_off", numerator="off", denominator=name,
         op=">=" if target is not None else "", threshold=target or 0.0,
         metric=(f"calls/s new side-effecting calls with the {label} store / the same tool with "
-                f"deduplicate=False ({per_round.clock} clock"
+                f"repeats='safe' ({per_round.clock} clock"
                 + ("" if target is not None else "; no target") + ")"),
         extra={
             f"{name}_us_per_call": round(statistics.median(per_round[name]) / 1000, 1),

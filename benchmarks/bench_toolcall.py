@@ -10,7 +10,7 @@ start_response)``, what a server calls) with the same hub-signed environ:
 * ``middleware`` - the bare app under ``BailingMiddleware`` alone (the
   signed request goes to an undeclared route: verification only);
 * ``tool`` - ``Bailing(app)`` with a subject loader, an authorizer and a
-  ``@tool`` view with a pydantic body model (``deduplicate=False``), the
+  ``@tool`` view with a pydantic body model (``repeats="safe"``), the
   audit logger off (Python's default: not enabled for ``INFO``);
 * POST only, the paths production runs (``benchmarks/_audit.py``):
 

@@ -6,8 +6,8 @@ SQLite file in WAL mode** (``synchronous=FULL``, SQLite's default: one WAL
 ``db.session.add(order); db.session.commit()``, one business row per call --
 is declared four ways:
 
-* ``off`` -- ``deduplicate=False``: the baseline;
-* ``transaction`` -- ``transactional=True``: the record is inserted in the
+* ``off`` -- ``repeats="safe"`` (every call runs): the baseline;
+* ``transaction`` -- ``repeats="transaction"``: the record is inserted in the
   view's transaction and its answer written into it before the one commit;
 * ``sqlite_store`` -- the store mode over the default SQLite store (a file
   next to the app's database);
@@ -105,8 +105,8 @@ def make_app(database_url: str, store: str) -> Flask:
         return {"ok": True, "id": order.id, "sku": order.sku, "quantity": order.quantity}
 
     for path, name, options in (
-        ("/api/orders/off", ROUTES["off"], {"deduplicate": False}),
-        ("/api/orders/txn", ROUTES["transaction"], {"transactional": True}),
+        ("/api/orders/off", ROUTES["off"], {"repeats": "safe"}),
+        ("/api/orders/txn", ROUTES["transaction"], {"repeats": "transaction"}),
         ("/api/orders/store", ROUTES["store"], {}),
     ):
         view = tool(name=name, scope=_apps.SCOPE_WRITE, body=_apps.OrderBody, **options)(create)  # type: ignore[arg-type]
@@ -211,7 +211,7 @@ def compare_on_disk(directory: str, redis_url: str | None, quick: bool) -> list[
             per_round, group=GROUP, name=f"{name}_vs_off", numerator="off", denominator=name,
             op=">=" if target else "", threshold=target or 0.0,
             metric=(f"calls/s of the committing view with {name.replace('_', ' ')} / the same view "
-                    "with deduplicate=False, same SQLite WAL file, wall clock"
+                    "with repeats='safe', same SQLite WAL file, wall clock"
                     + ("" if target else "; no target")),
             extra={**extra, f"{name}_us_per_call": round(statistics.median(per_round[name]) / 1000, 1),
                    "off_us_per_call": round(statistics.median(per_round["off"]) / 1000, 1)},

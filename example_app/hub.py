@@ -29,7 +29,7 @@ __all__ = ["bailing", "parse_subject"]
 
 logger = logging.getLogger(__name__)
 
-# tools declared transactional=True record each call in the shop's own database, in the
+# tools declared repeats="transaction" record each call in the shop's own database, in the
 # transaction of the request's connection (db.init_app creates the table)
 bailing = Bailing(transaction=DBAPITransaction(get_db, create_table=False))
 

@@ -235,14 +235,14 @@ def refund_preview() -> Any:
     approval_when=[f"amount > {HUB_APPROVAL_LIMIT}"],
     approval_prompt="Refund {amount} on order {order_id}: {reason}",
     returns="status submitted (ready to execute) or pending_approval (finance must approve first).",
-    transactional=True,
+    repeats="transaction",
 )
 def refund_request_create() -> Any:
     """Request a refund for a paid or shipped order.
 
     Side-effecting, so bailing_flask records the outcome under the hub's
     call identity: a repeated delivery of the same call is answered from
-    the record and never files a second request. ``transactional=True``:
+    the record and never files a second request. ``repeats="transaction"``:
     the record is written in the same SQLite transaction as the refund
     request (``services.create_refund_request`` runs inside it as a
     savepoint), so a crash anywhere either leaves both or neither -- a call
@@ -299,18 +299,17 @@ def refund_execute(request_id: int) -> Any:
 
 @api.put("/customers/<int:customer_id>/phone")
 @tool(
-    name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True, idempotent=True,
-    deduplicate=True,
+    name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True,
     params=[Param("customer_id", location="path", description="The customer's numeric id.")],
 )
 def customer_update_phone(customer_id: int) -> Any:
     """Change a customer's phone number.
 
-    ``sensitive=True`` keeps the number out of the hub's audit and ours;
-    ``idempotent=True`` because setting the same number twice is harmless,
-    so the hub may retry it (and sends no idempotency key);
-    ``deduplicate=True`` because an identical signed call (a retry, a
-    replay) is still answered once, from the idempotency record.
+    ``sensitive=True`` keeps the number out of the hub's audit and ours.
+    Setting the same number twice is harmless, but this is not
+    ``repeats="safe"``: a captured call replayed after a later change would
+    set the old number back. De-duplicated (the default), an identical
+    signed call is answered once, from the idempotency record.
     """
     phone = cast(PhoneBody, current_call.body).phone
     try:

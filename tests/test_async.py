@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from bailing_flask import Bailing, ConfigurationError, ToolDeclarationError, sign_callback, tool
+from bailing_flask import Bailing, ConfigurationError, ToolDeclarationError, tool
+from bailing_flask.wire import sign_callback
 from bailing_flask.testing import HubSimulator
 
 from .apps.async_app import CLIENT_TOKEN, create_app

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from bailing_flask import Bailing, sign_callback
+from bailing_flask import Bailing
+from bailing_flask.wire import sign_callback
 
 from ._servers import post_chunked_until_refused
 from .helpers import STRONG_SECRET, raw_request

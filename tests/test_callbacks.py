@@ -12,7 +12,8 @@ import pytest
 from flask import Flask, render_template_string
 from werkzeug.serving import make_server
 
-from bailing_flask import Bailing, sign_callback, tool
+from bailing_flask import Bailing, tool
+from bailing_flask.wire import sign_callback
 from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 from bailing_flask.hub.tickets import verify_ticket
 from bailing_flask.reasons import REASONS

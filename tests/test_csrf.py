@@ -73,7 +73,8 @@ def test_the_hubs_posts_to_the_packages_own_endpoints_are_not_csrf_checked():
     import json
     import time
 
-    from bailing_flask import Bailing, sign_callback
+    from bailing_flask import Bailing
+    from bailing_flask.wire import sign_callback
 
     token = "client-token-0123456789-abcdefghijklmnop"
     app = create_app(BAILING_CLIENT_TOKENS=[token])

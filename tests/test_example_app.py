@@ -305,8 +305,10 @@ def test_a_refund_request_that_fails_after_its_insert_leaves_nothing_and_runs_ag
 
 def test_only_the_refund_request_runs_in_the_transaction_mode(app: Flask) -> None:
     listing = app.test_cli_runner().invoke(args=["bailing", "tools"])
-    lines = [line for line in listing.output.splitlines() if "in transaction" in line]
-    assert [line.split()[0] for line in lines] == ["refund_request_create"]
+    header, *lines = listing.output.splitlines()
+    assert header.split()[5] == "REPEATS"
+    modes = {line.split()[0]: line.split()[5] for line in lines if line.strip() and line[0] != " "}
+    assert [name for name, mode in modes.items() if mode == "transaction"] == ["refund_request_create"]
 
 
 def test_large_refund_waits_for_back_office_approval(hub: HubSimulator) -> None:

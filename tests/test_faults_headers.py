@@ -43,7 +43,7 @@ def notes_app() -> Flask:
     bailing.authorizer(lambda call: call.subject is not None)
 
     @app.post("/notes")
-    @tool(scope="notes.write", deduplicate=False)
+    @tool(scope="notes.write", repeats="safe")
     def notes_create():
         """Write a note for the acting subject."""
         return jsonify(subject=current_call.subject)

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 import pytest
 from flask import Flask, jsonify
 
-from bailing_flask import Bailing, BailingMiddleware, tool
+from bailing_flask import Bailing, tool
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.testing import sign_callback, signed_headers
 
@@ -159,7 +160,7 @@ def _flask_app() -> Flask:
     bailing.job_finished(seen.append)
 
     @app.post("/notes")
-    @tool(scope="notes.write", deduplicate=False)
+    @tool(scope="notes.write", repeats="safe")
     def notes_create():
         """Write a note."""
         return jsonify(ok=True)

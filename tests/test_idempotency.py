@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bailing_flask import Bailing
-from bailing_flask._pipeline.idempotency import REPLAY_HEADER
+from bailing_flask.responses import REPLAY_HEADER
 from bailing_flask.stores import EntryMeta
 from bailing_flask.testing import HubRequest, HubSimulator
 
@@ -166,13 +166,21 @@ def test_the_apps_catch_all_error_handler_does_not_hide_the_failure(store_url, t
 
 
 @pytest.mark.parametrize("failure", [{"fail": 503}, {"crash": True}])
-def test_failure_is_atomic_lets_a_failed_call_run_again(app, hub, failure):
-    broken = hub.build_call("refund_atomic", {**ARGS, **failure}, subject="t1:u1")
+def test_a_failed_call_runs_again_only_once_an_operator_releases_it(app, hub, failure):
+    broken = hub.build_call("refund_create", {**ARGS, **failure}, subject="t1:u1")
     assert hub.replay(broken).status >= 500
+    key = identity(broken, "t1:u1")
+    entry = Bailing.state(app).idempotency.store().get(key)
+    assert entry is not None and entry.note in ("the view answered HTTP 503", "the view raised RuntimeError")
     again = hub.replay(broken)
-    assert again.status >= 500 and REPLAY_HEADER not in again.headers  # it ran again
-    assert Bailing.state(app).idempotency.store().get(identity(broken, "t1:u1")) is None
-    assert rows(app) == 0
+    assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
+    written = rows(app)
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", key, "--rerun", "--note", "nothing was paid"])
+    assert result.exit_code == 0, result.output
+    rerun = hub.replay(broken)
+    assert rerun.status >= 500 and REPLAY_HEADER not in rerun.headers  # it ran again
+    assert rows(app) == written + (1 if "crash" in failure else 0)
 
 
 def test_read_only_tools_are_not_recorded(app, hub):
@@ -214,17 +222,6 @@ def test_an_unfinished_entry_becomes_uncertain_after_its_lease(app, hub):
     assert response.status == 409
     assert response.json()["reason"] == "idempotency_uncertain"
     assert rows(app) == 0  # never re-run by default
-
-
-def test_rerun_uncertain_is_an_opt_in_for_transactional_views(app, hub):
-    request = hub.build_call("refund_transactional", ARGS, subject="t1:u1")
-    store = Bailing.state(app).idempotency.store()
-    store.reserve(identity(request, "t1:u1"), token="dead-worker", lease_seconds=0.1,
-                  retention_seconds=60, meta=EntryMeta(tool="refund_create"))
-    time.sleep(0.2)
-    assert hub.replay(request).status == 201
-    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
-    assert rows(app) == 1
 
 
 def test_domain_key_deduplicates_across_jobs(app, hub):
@@ -438,7 +435,7 @@ def test_a_tool_compiled_again_gets_its_own_plan(app):
     tool = next(t for t in Bailing.state(app).registry().tools if t.name == "refund_create")
     plan = idempotency._plan(tool)
     assert plan.applies and plan.tool is tool and idempotency._plan(tool) is plan
-    readonly = dataclasses.replace(tool, readonly=True)  # a registry rebuilt with other options
+    readonly = dataclasses.replace(tool, readonly=True, repeats=None)  # rebuilt with other options
     other = idempotency._plan(readonly)
     assert other is not plan and other.tool is readonly and not other.applies
 

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask, jsonify, request
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from bailing_flask import BailingMiddleware
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.testing import catalog_headers, signed_headers
 from bailing_flask.wire.middleware import ENVIRON_KEY
 

@@ -13,7 +13,8 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client, EnvironBuilder, run_wsgi_app
 from werkzeug.wrappers import Response
 
-from bailing_flask import BailingMiddleware, ConfigurationError, SignatureError, sign_tool_call
+from bailing_flask import ConfigurationError
+from bailing_flask.wire import BailingMiddleware, SignatureError, sign_tool_call
 from bailing_flask.testing import catalog_headers, signed_headers
 from bailing_flask.wire.middleware import ENVIRON_KEY
 

@@ -160,7 +160,7 @@ def test_the_bare_middleware_still_refuses_to_start_unless_told_otherwise():
         start_response("200 OK", [])
         return [b"app"]
 
-    from bailing_flask import BailingMiddleware
+    from bailing_flask.wire import BailingMiddleware
     from werkzeug.test import Client
 
     with pytest.raises(ConfigurationError, match="BAILING_SECRETS"):

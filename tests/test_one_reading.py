@@ -38,7 +38,8 @@ from hypothesis import given, settings
 from pydantic import BaseModel
 from hypothesis import strategies as st
 
-from bailing_flask import Bailing, Param, SignatureError, Verifier, sign_tool_call, tool
+from bailing_flask import Bailing, Param, tool
+from bailing_flask.wire import SignatureError, Verifier, sign_tool_call
 from bailing_flask.hub.tickets import sign_ticket
 from bailing_flask.wire.signing import EMPTY_BODY_SHA256, canonical_tool_call, other_reading
 

@@ -197,7 +197,7 @@ def make_app(**config: Any) -> tuple[Flask, list[Any]]:
         return tool_result("executed", "Done.", business_id=9, data={"secret_margin": 0.31})
 
     @app.post("/write-invalid")
-    @tool(scope="t.write", response=Done, failure_is_atomic=True)
+    @tool(scope="t.write", response=Done)
     def write_invalid() -> Any:
         """A side effect whose answer does not match its shape."""
         state["runs"] += 1
@@ -473,7 +473,7 @@ def test_an_invalid_result_of_a_side_effect_is_never_run_again(
     app, _, hub = shop
     request = hub.build_call("write_invalid", {})
     assert hub.replay(request).status == 500
-    # failure_is_atomic=True, but the view did finish: its effect happened, only the answer failed
+    # the view did finish: its effect happened, only the answer was withheld
     repeat = hub.replay(request)
     assert (repeat.status, repeat.json()["reason"]) == (409, "idempotency_uncertain")
     assert app.config["STATE"]["runs"] == 1

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from bailing_flask import BailingMiddleware, SignatureError, Verifier, sign_tool_call
+from bailing_flask.wire import BailingMiddleware, SignatureError, Verifier, sign_tool_call
 
 from .helpers import HUB_SECRET, VECTOR_TS, FrozenClock
 

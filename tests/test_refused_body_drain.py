@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from bailing_flask import BailingMiddleware
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.testing import signed_headers
 
 from ._faults import deadlines_armed, send_slowly

@@ -10,9 +10,9 @@ import logging
 
 import pytest
 
-from bailing_flask import (
+from bailing_flask import ConfigurationError
+from bailing_flask.wire import (
     CallbackVerifier,
-    ConfigurationError,
     SignatureError,
     Verifier,
     canonical_tool_call,

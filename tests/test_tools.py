@@ -64,8 +64,9 @@ def test_unknown_option_is_refused():
         {"extensions": {"x-other": 1}},
         {"methods": ["FETCH"]},
         {"outcome": {"result": "ok", "side_effect": "explode"}},
-        {"failure_is_atomic": "yes"},
-        {"failure_is_atomic": 1},
+        {"repeats": "yes"},
+        {"repeats": "SAFE"},
+        {"repeats": True},
     ],
 )
 def test_each_invalid_value_is_refused(options):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,11 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from flask import Flask, jsonify
+from flask import Blueprint, Flask, jsonify
 
-from bailing_flask import Bailing, tool
-from bailing_flask.errors import ToolDeclarationError
-from bailing_flask._pipeline.idempotency import REPLAY_HEADER
+from bailing_flask import Bailing, ConfigurationError, ToolDeclarationError, tool, tool_defaults
+from bailing_flask.responses import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator, signed_headers
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, create_table_sql
 
@@ -325,30 +325,41 @@ def test_a_sqlite_database_locked_by_another_process_answers_busy_with_retry_aft
 
 
 def _plain_app(**config: Any) -> tuple[Flask, list[int]]:
+    """Two write tools and a read tool in a blueprint whose tools default to the transaction mode."""
     app = Flask("plain")
     app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://", **config)
     ran: list[int] = []
     bailing = Bailing(app)
     bailing.authorizer(lambda call: True)
+    shop = Blueprint("shop", __name__)
+    tool_defaults(shop, repeats="transaction")
 
-    @app.post("/a")
+    @shop.post("/a")
     @tool(scope="a.write")
     def default_mode() -> Any:
-        """Default mode."""
+        """The blueprint's mode."""
         ran.append(1)
         return jsonify(ok=True)
 
-    @app.post("/b")
-    @tool(scope="b.write", transactional=False)
+    @shop.post("/b")
+    @tool(scope="b.write", repeats="replay")
     def store_mode() -> Any:
         """Store mode, always."""
         ran.append(2)
         return jsonify(ok=True)
 
+    @shop.get("/c")
+    @tool(scope="c.read")
+    def read() -> Any:
+        """A read tool: runs every call, in no mode."""
+        ran.append(3)
+        return jsonify(ok=True)
+
+    app.register_blueprint(shop)
     return app, ran
 
 
-def test_bailing_transactional_puts_every_deduplicated_tool_in_the_transaction_mode(tmp_path):
+def test_a_blueprint_default_puts_its_write_tools_in_the_transaction_mode(tmp_path):
     conn_path = str(tmp_path / "app.sqlite3")
     connections: dict[int, sqlite3.Connection] = {}
 
@@ -358,24 +369,37 @@ def test_bailing_transactional_puts_every_deduplicated_tool_in_the_transaction_m
             connections[ident] = sqlite3.connect(conn_path, isolation_level=None)
         return connections[ident]
 
-    app, ran = _plain_app(BAILING_TRANSACTIONAL=True, BAILING_TRANSACTION=DBAPITransaction(get_db))
+    app, ran = _plain_app(BAILING_TRANSACTION=DBAPITransaction(get_db))
     hub = HubSimulator(app, STRONG_SECRET)
-    for tool_name in ("default_mode", "store_mode"):
+    for tool_name in ("shop_default_mode", "shop_store_mode"):
         request = hub.build_call(tool_name, {}, subject="t1:u1")
         assert hub.replay(request).status == 200
         assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
-    assert ran == [1, 2]
+    read = hub.build_call("shop_read", {}, subject="t1:u1")
+    assert [hub.replay(read).status, hub.replay(read).status] == [200, 200]
+    assert ran == [1, 2, 3, 3]
     keys = [row[0] for row in get_db().execute("SELECT tool FROM bailing_idempotency")]
-    assert keys == ["default_mode"]  # created on first use; the other tool kept the store
+    assert keys == ["shop_default_mode"]  # created on first use; the other tool kept the store
     listing = app.test_cli_runner().invoke(args=["bailing", "tools"])
-    assert "signed call, in transaction" in listing.output
-    assert listing.output.count("in transaction") == 1
+    rows = {line.split()[0]: line.split() for line in listing.output.splitlines()[1:] if line.strip()}
+    assert [rows[name][5] for name in ("shop_default_mode", "shop_store_mode", "shop_read")] == [
+        "transaction", "replay", "-"]
+
+
+def test_bailing_transactional_is_removed_and_names_repeats_transaction():
+    app = Flask("removed")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_TRANSACTIONAL=True)
+    with pytest.raises(ConfigurationError, match=r"BAILING_TRANSACTIONAL is removed: .*repeats='transaction'"):
+        Bailing(app)
+    with pytest.raises(ConfigurationError, match=r"'transactional' is removed: .*repeats='transaction'"):
+        Bailing(secrets=[STRONG_SECRET], transactional=True)  # type: ignore[call-arg]
 
 
 def test_a_transactional_tool_without_a_database_is_an_error_and_refused(caplog):
-    app, ran = _plain_app(BAILING_TRANSACTIONAL=True)
-    findings = {(f.code, f.severity) for f in Bailing.state(app).registry().findings}
-    assert ("transaction_not_configured", "error") in findings
+    app, ran = _plain_app()
+    findings = {(f.code, f.severity, f.path) for f in Bailing.state(app).registry().findings}
+    assert ("transaction_not_configured", "error", "POST /a") in findings
+    assert not any(code == "transaction_not_configured" and path != "POST /a" for code, _, path in findings)
     # not in the served catalog any more; a signed call reaching it anyway is refused
     headers = signed_headers(STRONG_SECRET, "POST", "/a", b"", subject="t1:u1", job_id="j1")
     response = HubSimulator(app, STRONG_SECRET).send("POST", "/a", headers, b"")
@@ -390,7 +414,7 @@ def test_an_external_side_effect_in_the_transaction_mode_is_a_warning():
     Bailing(app)
 
     @app.post("/mail")
-    @tool(scope="mail.send", transactional=True,
+    @tool(scope="mail.send", repeats="transaction",
           outcome={"result": "the mail is sent", "side_effect": "external"})
     def mail_send() -> Any:
         """Send a mail."""
@@ -401,12 +425,14 @@ def test_an_external_side_effect_in_the_transaction_mode_is_a_warning():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"transactional": True, "deduplicate": False}, "deduplicate=False"),
-    ({"transactional": True, "rerun_uncertain": True}, "never leaves a call uncertain"),
-    ({"transactional": "yes"}, "transactional"),
+    ({"transactional": True}, "transactional= is removed; write repeats='transaction'"),
+    ({"transactional": False}, "transactional= is removed; leave it out"),
+    ({"rerun_uncertain": True}, "rerun_uncertain= is removed; write repeats='transaction', which never "
+                                "leaves a call uncertain"),
+    ({"repeats": "transactional"}, "repeats: Input should be 'replay', 'transaction' or 'safe'"),
 ])
-def test_contradictory_options_are_refused_when_the_decorator_runs(options, message):
-    with pytest.raises(ToolDeclarationError, match=message):
+def test_the_old_transaction_options_are_refused_naming_repeats(options, message):
+    with pytest.raises(ToolDeclarationError, match=re.escape(message)):
         tool(scope="x.write", **options)(lambda: None)
 
 
@@ -486,7 +512,7 @@ def test_a_commit_the_database_refuses_answers_503_and_leaves_nothing(tmp_path):
     ran: list[int] = []
 
     @app.post("/children")
-    @tool(scope="child.write", transactional=True)
+    @tool(scope="child.write", repeats="transaction")
     def child_create() -> Any:
         """Create a child of a parent that does not exist (checked at COMMIT)."""
         ran.append(1)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bailing_flask._pipeline.idempotency import REPLAY_HEADER
+from bailing_flask.responses import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET

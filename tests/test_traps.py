@@ -15,7 +15,8 @@ import pytest
 from flask import Flask, jsonify
 from pydantic import BaseModel, Field
 
-from bailing_flask import Bailing, BailingMiddleware, current_call, sign_callback, tool
+from bailing_flask import Bailing, current_call, tool
+from bailing_flask.wire import BailingMiddleware, sign_callback
 from bailing_flask.lint import compile_tools, lint_document
 from bailing_flask.responses import MAX_ERROR_BODY
 from bailing_flask.testing import HubSimulator, canonical_json, idempotency_key, signed_headers
@@ -134,7 +135,7 @@ def test_a_body_field_with_the_same_name_as_a_query_argument_travels_in_the_body
     bailing.authorizer(lambda call: True)
 
     @app.post("/api/notes")
-    @tool(scope="note.write", query=NoteQuery, body=NoteBody, deduplicate=False)
+    @tool(scope="note.write", query=NoteQuery, body=NoteBody, repeats="safe")
     def note_create():
         """Create a note."""
         return jsonify(args=dict(current_call.args), query_note=current_call.query.note,

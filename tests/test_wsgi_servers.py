@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from flask import Flask, jsonify
 
-from bailing_flask import Bailing, BailingMiddleware, tool
+from bailing_flask import Bailing, tool
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.testing import HubSimulator, signed_headers
 
 from ._servers import gunicorn_serving, serving, uwsgi_serving

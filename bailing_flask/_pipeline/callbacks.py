@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
     from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 
-__all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint", "dedupe_key"]
+__all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -76,19 +76,6 @@ _LIKELY_CAUSE = {
     "missing_signature": "the request did not come from the hub",
     "malformed_signature": "the signature header is not sha256=<64 hex>",
 }
-
-
-def dedupe_key(kind: str, payload: Any) -> str:
-    """One key per event: a re-run of the same job (after an approval) is a new event."""
-    from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
-
-    if isinstance(payload, ApprovalRequest):
-        return f"callback:approval:{payload.approval_id}"
-    if isinstance(payload, DeliveryWebhook):
-        return f"callback:delivery:{payload.job_id}:{payload.status}:{payload.finished_at or ''}"
-    if isinstance(payload, JobRecord):
-        return f"callback:job:{payload.job_id}:{payload.status}:{payload.updated_at or ''}"
-    raise TypeError(f"unknown callback payload {type(payload).__name__}")
 
 
 def _refused(kind: str, error: SignatureError, state: BailingState | None = None) -> Response:
@@ -156,7 +143,9 @@ def _bounded_body(limit: int) -> bytes | None:
 
 
 def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], payload: Any) -> Response:
-    key = dedupe_key(kind, payload)
+    from bailing_flask.hub.payloads import dedupe_key  # loaded already: it parsed the payload
+
+    key = dedupe_key(payload)
     token = uuid.uuid4().hex
     retention = float(state.config("BAILING_IDEMPOTENCY_RETENTION"))
     try:

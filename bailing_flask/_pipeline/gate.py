@@ -35,9 +35,8 @@ from bailing_flask.approvals import _ApprovalRefused, check_business_approval
 from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
-from bailing_flask._pipeline.idempotency import REPLAY_HEADER
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
-from bailing_flask.responses import ErrorInfo, json_response
+from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
 from bailing_flask.declare import get_declaration

@@ -14,16 +14,14 @@ First arrival runs the view and stores its final response (2xx and 4xx,
 ``idempotency_in_progress``. A side effect that failed -- the view raised
 (even if the app's own error handler turns that into a 200) or answered
 5xx -- may have happened in part, so it is recorded as uncertain and never
-runs again by itself; a tool whose failures are atomic opts in to
-``failure_is_atomic`` and its failures release the entry instead. An entry
-whose lease expired without completion (a worker died mid-side-effect) is
-uncertain as well. Uncertain calls are refused with ``idempotency_uncertain``
-until an operator resolves them, unless the tool opted in to
-``rerun_uncertain`` because its view is transactional.
+runs again by itself. An entry whose lease expired without completion (a
+worker died mid-side-effect) is uncertain as well. Uncertain calls are
+refused with ``idempotency_uncertain`` until an operator resolves them
+(``flask bailing idempotency resolve``, ``--rerun`` to let it run again).
 
-A tool in the transaction mode (``transactional=True``, or
-``BAILING_TRANSACTIONAL``) is handed to :mod:`bailing_flask.transactional`
-instead: its record commits in the view's own database transaction.
+A tool in the transaction mode (``repeats="transaction"``) is handed to
+:mod:`bailing_flask.transactional` instead: its record commits in the view's
+own database transaction, and a failure rolls back.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ from bailing_flask.approvals import _spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.responses import REASON_HEADER, ErrorInfo
+from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
 from bailing_flask.settings import DEFAULTS
 from bailing_flask.stores import (
     IdempotencyStore,
@@ -61,11 +59,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.registry import Tool
     from bailing_flask.transactional import TransactionalIdempotency
 
-__all__ = ["Idempotency", "REPLAY_HEADER", "call_key"]
+__all__ = ["Idempotency", "call_key"]
 
 logger = logging.getLogger("bailing_flask")
 
-REPLAY_HEADER = "Idempotent-Replayed"
 #: Whether this request's signature arrived for the first time (see :meth:`Idempotency.first_arrival`).
 FIRST_ARRIVAL_KEY = "bailing.first_arrival"
 #: response headers never replayed from the store (nor any hop-by-hop header)
@@ -163,19 +160,16 @@ class _Plan:
     reads plain attributes instead of re-deriving the policy every call.
     """
 
-    __slots__ = ("tool", "applies", "name", "domain", "rerun_uncertain", "failure_is_atomic",
-                 "approval")
+    __slots__ = ("tool", "applies", "transaction", "name", "domain", "approval")
 
     def __init__(self, tool: Tool) -> None:
-        options = tool.options
         self.tool = tool
         self.applies = Idempotency.applies(tool)
+        self.transaction = tool.repeats == "transaction"
         self.name = tool.name
-        self.domain = options.idempotency_key
-        self.rerun_uncertain = bool(options.rerun_uncertain)
-        self.failure_is_atomic = bool(options.failure_is_atomic)
+        self.domain = tool.options.idempotency_key
         #: ``business_approval``: the reservation also spends the call's approval
-        self.approval = bool(options.business_approval)
+        self.approval = bool(tool.options.business_approval)
 
     def key(self, call: ToolCall) -> str:
         if self.domain is not None:
@@ -289,11 +283,7 @@ class Idempotency:
 
     @staticmethod
     def applies(tool: Tool) -> bool:
-        """Every tool that can change something, unless ``deduplicate=False`` (see :attr:`Tool.deduplicated`).
-
-        ``idempotent=True`` does not turn this off: it tells the hub the call
-        may be repeated, which is exactly when a repeat must not run twice.
-        """
+        """Every write tool unless it says ``repeats="safe"`` (see :attr:`Tool.deduplicated`)."""
         return tool.deduplicated
 
     def _plan(self, tool: Tool) -> _Plan:
@@ -364,8 +354,7 @@ class Idempotency:
                 if refused is not None:
                     return refused
             return execute()
-        mode = tool.options.transactional
-        if mode or (mode is None and self.state.config("BAILING_TRANSACTIONAL")):
+        if plan.transaction:
             return self.transactional().run(tool, call, execute)
         settings = self._settings()
         verified = call.verified
@@ -389,7 +378,7 @@ class Idempotency:
         if time.monotonic() - self._last_cleanup >= _CLEANUP_INTERVAL:
             self._maybe_cleanup()
         if held is not None:
-            refused = self._held(store, plan, call, key, token, settings, held)
+            refused = self._held(plan, call, key, held)
             if refused is not None:
                 return refused
         return self._first_run(store, plan, key, token, settings, execute)
@@ -414,28 +403,16 @@ class Idempotency:
             return store_refusal(self.state, exc)
         return None
 
-    def _held(self, store: IdempotencyStore, plan: _Plan, call: ToolCall, key: str, token: str,
-              settings: _Settings, held: Reservation) -> Response | None:
-        """The answer to a call someone else holds; ``None`` when it was taken over to run again."""
+    def _held(self, plan: _Plan, call: ToolCall, key: str, held: Reservation) -> Response | None:
+        """The answer to a call someone else holds; ``None`` when the caller owns it after all."""
         if held.outcome == "completed":
             return self._replay(plan, call, key, held)
         if held.outcome == "in_progress":
             return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
         if held.outcome == "uncertain":
-            if not plan.rerun_uncertain:
-                logger.warning("bailing: call %s of tool %r is uncertain (an earlier attempt did not "
-                               "finish); resolve it with `flask bailing idempotency`", key, plan.name)
-                return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
-            try:
-                taken = store.take_over(key, old_token=held.entry.token, new_token=token,
-                                        lease_seconds=settings.lease)
-            except StoreUnavailable:
-                return self.state.error_response(ErrorInfo.make("idempotency_store_unavailable"))
-            if not taken:
-                return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
-            logger.warning("bailing: re-running uncertain call %s of tool %r (rerun_uncertain)", key,
-                           plan.name)
-            return None
+            logger.warning("bailing: call %s of tool %r is uncertain (an earlier attempt did not "
+                           "finish); resolve it with `flask bailing idempotency`", key, plan.name)
+            return self.state.error_response(ErrorInfo.make("idempotency_uncertain"))
         # "reserved" from a store's own claim(): the caller owns the key after all
         return None
 
@@ -453,7 +430,7 @@ class Idempotency:
             if response.headers.get(REASON_HEADER) == "invalid_response":
                 # the view finished (its effect happened); only its answer was withheld
                 self._failed(store, plan, key, token, "the view's result did not match its "
-                             "declared response shape and was withheld", effect_done=True)
+                             "declared response shape and was withheld")
             else:
                 self._failed(store, plan, key, token, f"the view answered HTTP {status}")
             return response
@@ -481,12 +458,8 @@ class Idempotency:
                          key, plan.name)
         return response
 
-    def _failed(self, store: IdempotencyStore, plan: _Plan, key: str, token: str, why: str,
-                effect_done: bool = False) -> None:
-        """A side effect failed: uncertain by default, released if its failures are atomic."""
-        if plan.failure_is_atomic and not effect_done:
-            self._release(store, key, token)
-            return
+    def _failed(self, store: IdempotencyStore, plan: _Plan, key: str, token: str, why: str) -> None:
+        """A side effect failed: uncertain (the transaction mode rolls back instead)."""
         try:
             store.mark_uncertain(key, token=token, note=why)
         except StoreUnavailable:
@@ -496,16 +469,10 @@ class Idempotency:
         logger.warning(
             "bailing: call %s of tool %r failed (%s) and may have had part of its effect: recorded "
             "as uncertain, repeats are refused until `flask bailing idempotency resolve` decides "
-            "(declare failure_is_atomic=True if a failure of this tool never leaves anything behind)",
+            "(repeats='transaction' rolls a failed call back instead, if its whole effect is in "
+            "the app's database)",
             key, plan.name, why,
         )
-
-    @staticmethod
-    def _release(store: IdempotencyStore, key: str, token: str) -> None:
-        try:
-            store.release(key, token=token)
-        except StoreUnavailable:
-            logger.error("bailing: could not release call %s after a failure", key)
 
     def _replay(self, plan: _Plan, call: ToolCall, key: str, reservation: Reservation) -> Response:
         entry = reservation.entry

@@ -24,7 +24,9 @@ from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ConfigurationError, ToolDeclarationError
 from bailing_flask._pipeline.param_hazards import param_findings
 from bailing_flask._pipeline.projection import Shaper, make_shaper
-from bailing_flask.declare import Declaration, Param, ToolOptions, get_declaration, get_defaults, get_wrapped_by
+from bailing_flask.declare import (
+    Declaration, Param, ToolOptions, effective_repeats, get_declaration, get_defaults, get_wrapped_by,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.lint.codes import Finding
@@ -58,6 +60,9 @@ class Tool:
     description: str | None
     readonly: bool
     idempotent: bool
+    #: What a repeat of the same call gets: ``"replay"``, ``"transaction"``, ``"safe"``, or
+    #: ``None`` for a read tool (it runs every call), worked out once from ``repeats=``.
+    repeats: str | None
     subject_required: bool
     sensitive: bool
     parameters: tuple[dict[str, Any], ...]
@@ -93,22 +98,19 @@ class Tool:
     def deduplicated(self) -> bool:
         """Whether bailing_flask runs a repeated identical call once (see idempotency).
 
-        Every tool that can change something (a non-GET tool not declared
-        ``readonly``) is de-duplicated, whatever ``idempotent=`` tells the
-        hub; ``deduplicate=`` overrides, and a domain key always applies.
+        Every write tool (a non-GET tool not declared ``readonly``), unless it
+        says ``repeats="safe"``; a read tool only with a domain key.
         """
-        if self.options.deduplicate is not None:
-            return self.options.deduplicate
-        return not self.readonly or self.options.idempotency_key is not None
+        return self.repeats == "replay" or self.repeats == "transaction"
 
     @property
-    def deduplication(self) -> str:
-        """How repeats are recognised, for listings: signed call, domain key, off or ``-``."""
-        if not self.deduplicated:
-            return "off (deduplicate=False)" if self.options.deduplicate is False else "-"
-        if self.options.idempotency_key is not None:
-            return "domain key"
-        return "signed call"
+    def repeats_shown(self) -> str:
+        """``repeats`` for listings, with how repeats are recognised: ``-`` for a read tool."""
+        if self.repeats is None:
+            return "-"
+        if self.repeats != "safe" and self.options.idempotency_key is not None:
+            return f"{self.repeats} (domain key)"
+        return self.repeats
 
     @property
     def operation_key(self) -> str:
@@ -345,7 +347,8 @@ def _compile_tool(
     if options.scope_prefix and scope:
         scope = options.scope_prefix + scope
     readonly = method == "GET" or bool(options.readonly)
-    idempotent = method == "GET" or bool(options.idempotent)
+    repeats = effective_repeats(options, readonly, where)
+    idempotent = method == "GET" or repeats == "safe"
     risk = options.risk or ("medium" if method != "GET" and not readonly else "low")
     description = options.description or _doc_summary(declaration.view)
     try:
@@ -365,6 +368,7 @@ def _compile_tool(
         description=description,
         readonly=readonly,
         idempotent=idempotent,
+        repeats=repeats,
         subject_required=bool(options.subject_required),
         sensitive=bool(options.sensitive),
         parameters=tuple(parameters),
@@ -396,8 +400,6 @@ def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
         kind = tool.path_kinds.get(variable, "string")
         if kind != "custom":
             findings.append(finding("path_array_not_received", key, name=variable, kind=kind))
-    if tool.idempotent and tool.method != "GET" and not tool.readonly and tool.options.deduplicate is None:
-        findings.append(finding("idempotent_write", key, name=tool.name))
     if tool.options.validate_unsigned and not tool.options.allow_unsigned:
         findings.append(finding("validate_unsigned_without_allow_unsigned", key, name=tool.name))
     view = tool.declaration.view if tool.declaration is not None else None
@@ -482,11 +484,10 @@ def build_registry(app: Flask, has_app_authorizer: bool) -> Registry:
 def _transaction_findings(app: Flask, tool: Tool) -> list[Finding]:
     """What ``flask bailing check`` says about a tool's transaction mode.
 
-    :mod:`bailing_flask.transactional` is imported only for a tool that may
-    run in that mode (the same test the idempotency run makes).
+    :mod:`bailing_flask.transactional` is imported only for a tool that runs
+    in that mode (``repeats="transaction"``).
     """
-    mode = tool.options.transactional
-    if not (mode or (mode is None and app.config.get("BAILING_TRANSACTIONAL"))):
+    if tool.repeats != "transaction":
         return []
     from bailing_flask.transactional import findings
 

@@ -50,6 +50,7 @@ __all__ = [
     "parse_delivery",
     "parse_approval_request",
     "parse_hub_post",
+    "dedupe_key",
 ]
 
 APPROVAL_DECISION_KIND = "tool_approval_decision"
@@ -635,3 +636,19 @@ def parse_hub_post(
     if kind in ("tool_approval_request", "tool_approval"):
         return parse_approval_request(value)
     raise PayloadError("Unknown kind: this is not a body the hub sends to a business.")
+
+
+def dedupe_key(payload: JobRecord | DeliveryWebhook | ApprovalRequest) -> str:
+    """One key per event the hub POSTs, under which the package runs its handler once.
+
+    A finished job by id, status and update time (a re-run of the same job after an
+    approval is a new event), a delivery by job, status and finish time, an approval
+    request by its id.
+    """
+    if isinstance(payload, ApprovalRequest):
+        return f"callback:approval:{payload.approval_id}"
+    if isinstance(payload, DeliveryWebhook):
+        return f"callback:delivery:{payload.job_id}:{payload.status}:{payload.finished_at or ''}"
+    if isinstance(payload, JobRecord):
+        return f"callback:job:{payload.job_id}:{payload.status}:{payload.updated_at or ''}"
+    raise TypeError(f"unknown callback payload {type(payload).__name__}")

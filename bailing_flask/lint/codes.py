@@ -577,14 +577,6 @@ _TABLE: tuple[Code, ...] = (
        "declare a scalar type for the path parameter, move the list to the query (the gate "
        "splits it on ',') or use a URL converter that splits on ','",
        stages=("registry",)),
-    _c("idempotent_write", "warning", "bailing", None,
-       "idempotent=True on {name!r} only tells the hub the call is safe to repeat (it sends no "
-       "idempotency key and may retry it); bailing_flask still runs an identical signed call "
-       "once, so the same arguments sent again later in the same job (a value set back after "
-       "another change) are answered from the record",
-       "say which you mean: deduplicate=True (the default, also stops replays) or "
-       "deduplicate=False (every identical call runs)",
-       stages=("registry",)),
     _c("validate_unsigned_without_allow_unsigned", "warning", "bailing", None,
        "validate_unsigned=True on {name!r} has no effect: without allow_unsigned=True unsigned "
        "requests are refused before any validation",
@@ -642,14 +634,14 @@ _TABLE: tuple[Code, ...] = (
        "path, e.g. 'filter.tenant_id')",
        stages=("registry",)),
     _c("transaction_not_configured", "error", "bailing", None,
-       "{name!r} runs in the transaction mode (transactional=True or BAILING_TRANSACTIONAL), "
+       "{name!r} runs in the transaction mode (repeats='transaction'), "
        "but BAILING_TRANSACTION names no database: every call would be refused with 503",
        "set BAILING_TRANSACTION = SQLAlchemyTransaction(db) or DBAPITransaction(get_db)",
        stages=("registry",)),
     _c("transactional_external_effect", "warning", "bailing", None,
        "{name!r} declares an {effect} side effect but runs in the transaction mode: a rollback "
        "cannot take back a message sent or an API called, so that part is not exactly-once",
-       "use the store mode (transactional=False) for views that call other systems",
+       "use the store mode (repeats='replay', the default) for views that call other systems",
        stages=("registry",)),
 )
 

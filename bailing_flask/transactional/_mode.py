@@ -17,7 +17,7 @@ from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.lint.codes import Finding, finding
-from bailing_flask.responses import ErrorInfo
+from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
 from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import (
@@ -38,7 +38,6 @@ logger = logging.getLogger("bailing_flask")
 #: response headers never stored (nor any hop-by-hop header); as in the store mode
 _SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 _CLEANUP_INTERVAL = 300.0
-_REPLAY_HEADER = "Idempotent-Replayed"
 
 
 def resolve_adapter(value: Any, app: Any) -> TransactionAdapter | None:
@@ -306,13 +305,13 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
     for name, value in stored.headers:
         if not is_hop_by_hop(name):
             response.headers.add(name, value)
-    response.headers[_REPLAY_HEADER] = "true"
+    response.headers[REPLAY_HEADER] = "true"
     return response
 
 
 def findings(app: Any, tool: Tool) -> list[Finding]:
     """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    if not Idempotency.applies(tool) or not in_transaction_mode(tool, app.config):
+    if not in_transaction_mode(tool):
         return []
     out: list[Finding] = []
     key = tool.operation_key
@@ -325,9 +324,6 @@ def findings(app: Any, tool: Tool) -> list[Finding]:
     return out
 
 
-def in_transaction_mode(tool: Tool, config: Any) -> bool:
-    """Whether ``tool`` (a de-duplicated one) runs in the transaction mode."""
-    explicit = tool.options.transactional
-    if explicit is not None:
-        return bool(explicit)
-    return bool(config.get("BAILING_TRANSACTIONAL"))
+def in_transaction_mode(tool: Tool) -> bool:
+    """Whether ``tool`` runs in the transaction mode (``repeats="transaction"``)."""
+    return tool.repeats == "transaction"

@@ -60,7 +60,7 @@ def create_app() -> Flask:
         return jsonify(ok=True), 201
 
     @app.post("/upload")
-    @tool(scope="upload.write", deduplicate=False)
+    @tool(scope="upload.write", repeats="safe")
     def upload():
         """Accept a body (the slow-client runs send one a byte at a time)."""
         return jsonify(ok=True)

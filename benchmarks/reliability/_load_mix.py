@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bailing_flask.hub import posts
-from bailing_flask import sign_callback, sign_tool_call
+from bailing_flask.wire import sign_callback, sign_tool_call
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, catalog_headers, idempotency_key, signed_headers
 
 __all__ = ["Expect", "Req", "Step", "Mix", "TOOLS", "FULL_WEIGHTS", "SIGNED_WEIGHTS", "classify",
@@ -53,7 +53,7 @@ TOOLS: dict[str, tuple[str, str, str, bool]] = {
     "refund_preview": ("POST", "/api/refunds/preview", "refund.read", False),      # readonly=True
     "refund_request_create": ("POST", "/api/refunds/requests", "refund.write", True),
     "refund_execute": ("POST", "/api/refunds/{request_id}/execute", "refund.execute", True),
-    "customer_update_phone": ("PUT", "/api/customers/{customer_id}/phone", "customer.write", False),
+    "customer_update_phone": ("PUT", "/api/customers/{customer_id}/phone", "customer.write", True),
 }
 
 # The seeded data (example_app/seed.py). Refunds go to large orders that nothing else reads in
@@ -382,7 +382,7 @@ class Mix:
                      for w in wires], burst=True)
 
     def s_valid_phone(self) -> Step:
-        """A phone update (no idempotency key: the tool is idempotent), then the same call again."""
+        """A phone update, then the same call again (replayed from the record)."""
         args, subject = self._phone()
         wire = self.call("customer_update_phone", args, subject)
         ledger = (("phone", wire.job),)

@@ -22,7 +22,8 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from bailing_flask import Bailing, BailingMiddleware, current_call, tool
+from bailing_flask import Bailing, current_call, tool
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.wire.middleware import ENVIRON_KEY
 
 from . import CLIENT_TOKEN, SECRET
@@ -127,7 +128,7 @@ def tool_app(**config: Any) -> Flask:
         return _ran("note_create")
 
     @app.put("/items/<int:item_id>/label")
-    @tool(scope="item.write", body=LabelBody, idempotent=True)
+    @tool(scope="item.write", body=LabelBody, repeats="safe")
     def item_label(item_id: int) -> Response:
         """Relabel an item."""
         return _ran("item_label")

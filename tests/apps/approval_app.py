@@ -143,7 +143,7 @@ def _transactional_transfer(app: Flask) -> None:
 
     @app.post("/transfers/txn")
     @tool(scope="money.transfer", risk="high", body=Transfer, business_approval=True,
-          transactional=True)
+          repeats="transaction")
     def transfer_txn() -> Any:
         """Send money in the app's own transaction."""
         if app.config.get("VIEW_ROLLS_BACK"):  # the view gives its work up, then does it again

@@ -115,7 +115,7 @@ def create_app() -> Flask:
         return jsonify(ok=True)
 
     @shop.post("/refunds/<int:request_id>/execute")
-    @tool(scope="refund.execute", risk="high", idempotent=False,
+    @tool(scope="refund.execute", risk="high",
           params=[Param("request_id", location="path", description="An approved refund request.")])
     def refund_execute(request_id: int):
         """Execute an approved refund request."""

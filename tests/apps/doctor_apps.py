@@ -19,13 +19,8 @@ from typing import Any
 from flask import Flask, jsonify
 from pydantic import BaseModel, Field
 
-from bailing_flask import (
-    Bailing,
-    BailingMiddleware,
-    current_call,
-    get_current_subject,
-    tool,
-)
+from bailing_flask import Bailing, current_call, get_current_subject, tool
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.wire.middleware import ENVIRON_KEY
 
 from ..helpers import STRONG_SECRET

@@ -121,27 +121,6 @@ def create_app(**config: object) -> Flask:
             response.call_on_close(lambda: os.kill(os.getpid(), signal.SIGKILL))
         return response, 201
 
-    @app.post("/api/refunds/transactional")
-    @tool(scope="refund.write", body=RefundBody, rerun_uncertain=True)
-    def refund_transactional():
-        """A view whose effect commits atomically with its answer: safe to re-run."""
-        body = current_call.args
-        with _db(app.config["IDEM_DATABASE"]) as conn:
-            cursor = conn.execute("INSERT INTO refunds (order_id, amount, job) VALUES (?, ?, ?)",
-                                  (body["order_id"], body["amount"], current_call.job_id))
-        return jsonify(ok=True, refund_id=cursor.lastrowid), 201
-
-    @app.post("/api/refunds/atomic")
-    @tool(scope="refund.write", body=RefundBody, failure_is_atomic=True)
-    def refund_atomic():
-        """A view whose failures leave nothing behind: a failed call may run again."""
-        body = current_call.args
-        if body.get("fail"):
-            return jsonify(ok=False), body["fail"]
-        if body.get("crash"):
-            raise RuntimeError("refused before anything was written")
-        return jsonify(ok=True, refund_id=insert(body)), 201
-
     @app.get("/api/refunds/count")
     @tool(scope="refund.read")
     def refund_count():

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from bailing_flask import BailingMiddleware
+from bailing_flask.wire import BailingMiddleware
 from bailing_flask.wire.middleware import ENVIRON_KEY
 
 

@@ -148,7 +148,7 @@ def create_app(**config: Any) -> Flask:
     bailing.authorizer(lambda call: call.subject is not None)
 
     @app.post("/api/refunds")
-    @tool(scope="refund.write", body=RefundBody, transactional=True)
+    @tool(scope="refund.write", body=RefundBody, repeats="transaction")
     def refund_create() -> Any:
         """Create a refund (the side effect is one row, committed by the view)."""
         body = current_call.args

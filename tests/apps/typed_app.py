@@ -69,7 +69,7 @@ def order_latest() -> dict[str, object]:
     return {"order_id": 1, "status": "paid"}
 
 
-@tool(scope="refund.write", body=RefundBody, deduplicate=True)
+@tool(scope="refund.write", body=RefundBody, repeats="replay")
 class RefundAPI(MethodView):
     def post(self) -> tuple[Response, int]:
         call = get_current_call()

@@ -37,7 +37,7 @@ def test_a_job_callback_is_handled_once(bailing_hub, app):
 
 # [start:by-hand]
 import json, time
-from bailing_flask import sign_callback
+from bailing_flask.wire import sign_callback
 
 
 def test_a_hand_signed_callback(app):
