@@ -167,12 +167,28 @@ def _bounded(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset((bool, int, float, type(None)))
+
+
+def _short_strings(value: list[Any]) -> bool:
+    """Whether ``value`` is already bounded: a few short strings (argument names, usually)."""
+    if len(value) > _MAX_ITEMS:
+        return False
+    for item in value:
+        if item.__class__ is not str or len(item) > MAX_FIELD_CHARS:
+            return False
+    return True
+
+
 def _bound_record(record: dict[str, Any]) -> None:
     """Bound every string of ``record`` in place (most fields are short: one check each)."""
     for key, value in record.items():
-        if value.__class__ is str:
+        cls = value.__class__
+        if cls is str:
             if len(value) > MAX_FIELD_CHARS:
                 record[key] = _cut(value)
+        elif cls in _SCALARS or (cls is list and _short_strings(value)):
+            continue
         elif isinstance(value, (dict, list)):
             record[key] = _bounded(value)
 
@@ -238,8 +254,11 @@ def gate_record(
     error: str | None = None,
     replayed: bool = False,
     response: dict[str, int] | None = None,
+    environ: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The record of one call that reached the gate."""
+    """The record of one call that reached the gate (``environ``: the request's, if at hand)."""
+    if environ is None:
+        environ = request.environ
     arguments: Any = None
     if call is not None:
         if values:
@@ -251,7 +270,7 @@ def gate_record(
         "time": _now(),
         "tool": tool.name,
         "scope": tool.scope,
-        "method": request.method,
+        "method": str(environ.get("REQUEST_METHOD", "GET")).upper(),  # what request.method says
         "path": tool.path,
         "job_id": verified.job_id if verified else None,
         "subject": verified.subject if verified else None,
@@ -263,7 +282,7 @@ def gate_record(
         "error": error,
         "duration_ms": None if duration_ms is None else round(duration_ms, 2),
         "replayed": replayed,
-        "approval_id": request.environ.get(APPROVAL_KEY),
+        "approval_id": environ.get(APPROVAL_KEY),
         "response": response,
         "arguments": arguments,
     }

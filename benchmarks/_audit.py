@@ -142,7 +142,8 @@ def audited(case: Any, audit: LoggingAudit, mode: str, file: AuditFile | None = 
 
     The case keeps its own ``__call__`` (no extra frame inside the timing);
     its ``prepare`` hook is replaced by one that runs the case's own first,
-    then sets the logger and empties ``file``.
+    then sets the logger, has ``flush`` (the direct sink's) write what is
+    queued, and empties ``file``.
     """
     if mode not in MODES:
         raise ValueError(mode)
@@ -152,6 +153,8 @@ def audited(case: Any, audit: LoggingAudit, mode: str, file: AuditFile | None = 
         if own is not None:
             own(loops)
         audit.set(mode)
+        if flush is not None:  # what earlier blocks queued is written before the file is emptied
+            flush()
         if file is not None:
             file.empty()
 

@@ -402,10 +402,11 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     duration_ms = (time.perf_counter() - started) * 1000
     if audit.wanted(state):  # else not one field of the record is looked up
         reason = None if response.status_code < 400 else "view_status"
+        environ = request.environ
         _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
                values=state.config("BAILING_AUDIT_ARGUMENT_VALUES") and not tool.sensitive,
                replayed=response.headers.get(REPLAY_HEADER) == "true",
-               projected=request.environ.get(PROJECTION_KEY))
+               projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config("BAILING_RESPONSE_SIZE_WARNING")
     length = response.content_length  # set for every non-streamed body: no copy needed to check
     if (limit and 200 <= response.status_code < 300 and not response.is_streamed
@@ -452,14 +453,15 @@ def _audit(
     state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
     reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
     values: bool = False, error: str | None = None, replayed: bool = False,
-    projected: dict[str, int] | None = None,
+    projected: dict[str, int] | None = None, environ: dict[str, Any] | None = None,
 ) -> None:
     """Build and hand out one record; only called when :func:`audit.wanted` said someone listens."""
-    environ = request.environ
+    if environ is None:
+        environ = request.environ
     span = environ.pop(audit.SPAN_KEY, None)
     if duration_ms is None:
         started = environ.get(audit.STARTED_KEY)
         duration_ms = None if started is None else (time.perf_counter() - started) * 1000
     record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
-                               error=error, replayed=replayed, response=projected)
+                               error=error, replayed=replayed, response=projected, environ=environ)
     audit.emit(state, record, span=span)
