@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
 
+    import os
+
+    from bailing_flask._audit_sink import JsonLinesSink
     from bailing_flask.stores import IdempotencyStore
     from bailing_flask.transactional import TransactionAdapter
     from bailing_flask.declare import ApprovalCondition, Outcome, Param, RateLimit
@@ -98,3 +101,4 @@ class BailingKwargs(TypedDict, total=False):
     csrf_exempt: bool | str
     approval_retention: float | str
     otel: bool | str
+    audit_sink: JsonLinesSink | str | os.PathLike[str] | None

@@ -8,36 +8,39 @@ signature is refused. A record is
 * logged as one line of JSON on the logger ``bailing_flask.audit`` at
   ``INFO`` (and attached to the log record as ``record.bailing``);
 * sent as the :data:`~bailing_flask.signals.audit_record` signal;
+* written by a :class:`JsonLinesSink` when ``BAILING_AUDIT_SINK`` names one
+  (a file, a stream or a callable, written by a background thread);
 * handed to OpenTelemetry when :mod:`bailing_flask.otel` is enabled.
 
 The field names are stable (:data:`AUDIT_FIELDS`); every record has all of
 them. Argument *values* appear only with ``BAILING_AUDIT_ARGUMENT_VALUES``
 and never for ``sensitive`` tools; an exception is recorded by its class,
 never its message (which may quote data); a request body never appears.
-When nobody reads records (the logger is not enabled for ``INFO``, no
-receiver, no telemetry) none is built.
+When nobody reads records (no handler would take an ``INFO`` record of the
+logger, no receiver, no sink, no telemetry) none is built: not one field.
 
 A record can hold text a caller chose (the subject, ``X-Bailing-Client``,
 the method of a refused request, argument values), so before it is handed
 to anyone every string in it is bounded (:data:`MAX_FIELD_CHARS`; a longer
-one keeps its start and ends with ``…[cut: N characters]``), and the logged
-line escapes every character a line-based reader could take for a line
-break (``U+0085``, ``U+2028``, ``U+2029`` and the other C1 controls; JSON
-itself escapes the C0 ones), so one record is always exactly one line.
+one keeps its start and ends with ``…[cut: N characters]``), and its line
+(:func:`audit_line`: the logger's message and the sink's line alike)
+escapes every character a line-based reader could take for a line break
+(``U+0085``, ``U+2028``, ``U+2029`` and the other C1 controls; JSON itself
+escapes the C0 ones), so one record is always exactly one line.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
-import re
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flask import current_app, request
 from werkzeug.exceptions import HTTPException
 
+from bailing_flask._audit_sink import JsonLinesSink, _json_default, audit_line, configured_sink
 from bailing_flask.signals import audit_record, signature_refused
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +55,9 @@ __all__ = [
     "AUDIT_FIELD_DOCS",
     "AUDIT_LOGGER",
     "MAX_FIELD_CHARS",
+    "JsonLinesSink",
     "TelemetryHook",
+    "audit_line",
     "exception_status",
     "gate_record",
     "emit",
@@ -115,10 +120,6 @@ _MAX_PATH = 200
 MAX_FIELD_CHARS = 256
 #: The most items a list in a record keeps (argument values with ``BAILING_AUDIT_ARGUMENT_VALUES``).
 _MAX_ITEMS = 50
-#: Characters ``json.dumps(ensure_ascii=False)`` leaves raw that a line-based reader
-#: (Python's ``str.splitlines``, JavaScript, many log shippers) may take for a line break,
-#: with the rest of the C1 controls (terminals act on some of them).
-_RAW_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
 class TelemetryHook(Protocol):
@@ -134,37 +135,18 @@ class TelemetryHook(Protocol):
         """Record a refusal that never reached the gate."""
 
 
+_second: tuple[int, str] = (0, "")
+
+
 def _now() -> str:
-    now = _dt.datetime.now(_dt.timezone.utc)
-    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _json_default(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
-
-
-def _escape_break(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def _json(record: Mapping[str, Any]) -> str:
-    """One line of JSON: readable non-ASCII text, but no character a reader splits lines on.
-
-    The escaped characters can only occur inside JSON strings, where
-    ``\\uXXXX`` means the same character, so the line still parses to the
-    same record.
-    """
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-    if not text.isascii():
-        text = _RAW_BREAKS.sub(_escape_break, text)
-    return text
+    """UTC now, ISO 8601 with milliseconds (``2026-05-01T12:00:00.123Z``); the second is formatted once."""
+    global _second
+    now = time.time()
+    second = int(now)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
 
 
 def _cut(text: str) -> str:
@@ -185,22 +167,64 @@ def _bounded(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset((bool, int, float, type(None)))
+
+
+def _short_strings(value: list[Any]) -> bool:
+    """Whether ``value`` is already bounded: a few short strings (argument names, usually)."""
+    if len(value) > _MAX_ITEMS:
+        return False
+    for item in value:
+        if item.__class__ is not str or len(item) > MAX_FIELD_CHARS:
+            return False
+    return True
+
+
 def _bound_record(record: dict[str, Any]) -> None:
     """Bound every string of ``record`` in place (most fields are short: one check each)."""
     for key, value in record.items():
-        if value.__class__ is str:
+        cls = value.__class__
+        if cls is str:
             if len(value) > MAX_FIELD_CHARS:
                 record[key] = _cut(value)
+        elif cls in _SCALARS or (cls is list and _short_strings(value)):
+            continue
         elif isinstance(value, (dict, list)):
             record[key] = _bounded(value)
 
 
+def logger_emits() -> bool:
+    """Whether an ``INFO`` record of the audit logger would reach a handler.
+
+    What ``logging`` itself would do with it: the logger enabled for
+    ``INFO`` (a lookup ``logging`` caches per logger), then the first handler
+    on the way up its propagation chain that takes ``INFO``, else Python's
+    last-resort handler (``WARNING`` and up: not ``INFO``, unless replaced).
+    Handlers are looked at on every call, since an app may add or remove them
+    at any time; with a handler on the audit logger itself that is one look.
+    A filter is not run: a record a filter would drop is still built.
+    """
+    if not audit_logger.isEnabledFor(logging.INFO):
+        return False
+    node: logging.Logger | None = audit_logger
+    while node is not None:
+        for handler in node.handlers:
+            if handler.level <= logging.INFO:
+                return True
+        if not node.propagate:
+            return False
+        node = node.parent
+    last = logging.lastResort
+    return last is not None and last.level <= logging.INFO
+
+
 def wanted(state: BailingState) -> bool:
-    """Whether anybody reads audit records (else none is built)."""
+    """Whether anybody reads audit records of ``state``'s app (else none is built)."""
     return (
-        state.telemetry is not None
-        or bool(audit_record.receivers)
-        or audit_logger.isEnabledFor(logging.INFO)
+        state.audit_sink is not None
+        or state.telemetry is not None
+        or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
+        or logger_emits()
     )
 
 
@@ -230,8 +254,11 @@ def gate_record(
     error: str | None = None,
     replayed: bool = False,
     response: dict[str, int] | None = None,
+    environ: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The record of one call that reached the gate."""
+    """The record of one call that reached the gate (``environ``: the request's, if at hand)."""
+    if environ is None:
+        environ = request.environ
     arguments: Any = None
     if call is not None:
         if values:
@@ -243,7 +270,7 @@ def gate_record(
         "time": _now(),
         "tool": tool.name,
         "scope": tool.scope,
-        "method": request.method,
+        "method": str(environ.get("REQUEST_METHOD", "GET")).upper(),  # what request.method says
         "path": tool.path,
         "job_id": verified.job_id if verified else None,
         "subject": verified.subject if verified else None,
@@ -255,7 +282,7 @@ def gate_record(
         "error": error,
         "duration_ms": None if duration_ms is None else round(duration_ms, 2),
         "replayed": replayed,
-        "approval_id": request.environ.get(APPROVAL_KEY),
+        "approval_id": environ.get(APPROVAL_KEY),
         "response": response,
         "arguments": arguments,
     }
@@ -264,8 +291,11 @@ def gate_record(
 def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate: bool = True) -> None:
     """Log, signal and trace one record. Never raises into the request."""
     _bound_record(record)
-    if audit_logger.isEnabledFor(logging.INFO):
-        audit_logger.info("%s", _json(record), extra={"bailing": record})
+    if logger_emits():
+        audit_logger.info("%s", audit_line(record), extra={"bailing": record})
+    sink = state.audit_sink
+    if sink is not None:
+        sink.emit(record)
     if audit_record.receivers:
         audit_record.send(state.app, record=record)
     telemetry = state.telemetry
@@ -383,3 +413,4 @@ def callback_refusal(state: BailingState, kind: str, error: SignatureError) -> N
             "arguments": None,
             "callback": kind,
         }, gate=False)
+

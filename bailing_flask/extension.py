@@ -14,8 +14,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+import click
 from flask import Flask, Response, has_request_context, request
 
+from bailing_flask._audit_sink import configured_sink
 from bailing_flask._state import EXTENSION_KEY, state_of
 from bailing_flask._pipeline.mount import path_map_for
 from bailing_flask.wire.base_url import PathMap
@@ -43,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.idempotency import Idempotency
     from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
-    from bailing_flask.audit import TelemetryHook
+    from bailing_flask.audit import JsonLinesSink, TelemetryHook
     from bailing_flask.hub.client import HubClient
 
 __all__ = ["Bailing", "BailingState"]
@@ -63,6 +65,33 @@ def _transaction_mode(idempotency: Idempotency) -> TransactionalIdempotency:
     from bailing_flask.transactional import TransactionalIdempotency
 
     return TransactionalIdempotency(idempotency)
+
+
+class _CommandsOnUse(click.Group):
+    """``flask bailing``: the commands, and what they import, load when the group is used.
+
+    ``Bailing(app)`` adds it to ``app.cli``; only ``flask bailing ...`` (or
+    ``flask --help``) imports :mod:`bailing_flask.cli`, so serving
+    processes and other commands never load it.
+    """
+
+    @staticmethod
+    def _group() -> click.Group:
+        from bailing_flask.cli import bailing_cli
+
+        return bailing_cli
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._group().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._group().get_command(ctx, cmd_name)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self._group().get_short_help_str(limit)
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._group().format_help_text(ctx, formatter)
 
 
 class BailingState:
@@ -89,6 +118,8 @@ class BailingState:
         self.blueprints: tuple[Any, ...] = ()
         #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
         self.telemetry: TelemetryHook | None = None
+        #: the direct audit sink (``BAILING_AUDIT_SINK``), ``None`` when not set
+        self.audit_sink: JsonLinesSink | None = None
         self._approvals: BusinessApprovals | None = None
 
     def run_declared_view(self, declaration: Any, view: Callable[..., Any], args: tuple[Any, ...],
@@ -321,6 +352,7 @@ class Bailing:
         from bailing_flask.config_check import check_at_init, check_at_first_request, log_at_init
 
         problems = check_at_init(config)  # raises for a configuration that cannot work
+        audit_sink = configured_sink(config.audit_sink)
         state_holder: list[BailingState] = []
         middleware = BailingMiddleware(
             app.wsgi_app,
@@ -345,6 +377,7 @@ class Bailing:
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(self, app, middleware, config)
+        state.audit_sink = audit_sink
         state_holder.append(state)
         app.extensions[EXTENSION_KEY] = state
         log_at_init(state, problems)
@@ -359,9 +392,7 @@ class Bailing:
         if config.csrf_exempt:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
-        from bailing_flask.cli import bailing_cli
-
-        app.cli.add_command(bailing_cli)
+        app.cli.add_command(_CommandsOnUse("bailing"))
         if config.otel:
             from bailing_flask.otel import instrument
 

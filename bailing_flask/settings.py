@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -241,6 +242,17 @@ def _object(value: Any) -> Any:
     return value
 
 
+def _audit_sink(value: Any) -> Any:
+    """A :class:`~bailing_flask.audit.JsonLinesSink` or a path; ``init_app`` makes a path a sink."""
+    from bailing_flask._audit_sink import JsonLinesSink  # loaded only when a sink is configured
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, (JsonLinesSink, str, os.PathLike)):
+        return value
+    raise ValueError("not a sink or a path")  # the message says what is accepted
+
+
 def _flask_text(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -282,6 +294,9 @@ StoreValue = Annotated[object, PlainValidator(_object),
 TransactionValue = Annotated[object, PlainValidator(_object),
                              Accepts("`SQLAlchemyTransaction(db)`, `DBAPITransaction(get_db)`, "
                                      "`\"sqlalchemy\"`, or None")]
+AuditSinkValue = Annotated[object, PlainValidator(_audit_sink),
+                           Accepts("a `bailing_flask.audit.JsonLinesSink`, the path of a file to "
+                                   "append to, or None")]
 _FlaskText = Annotated[str, PlainValidator(_flask_text)]
 _FlaskRoot = Annotated[str, PlainValidator(_flask_root)]
 
@@ -433,10 +448,18 @@ class Config:
         False, "Emit an OpenTelemetry span per tool call and the call and refusal metrics through "
         "the global tracer and meter providers (needs the `otel` extra). "
         "`bailing_flask.otel.instrument(app, ...)` does the same with chosen providers.")
+    audit_sink: AuditSinkValue = setting(
+        None, "Also write every audit record as one JSON line, off the request path: a "
+        "`bailing_flask.audit.JsonLinesSink` (to a file, a stream or a callable), or the path "
+        "of a file to append to. The request only queues the record (a full queue drops it, "
+        "counted and logged, and never waits); a thread in each worker process writes the "
+        "same line the `bailing_flask.audit` logger would log. `None`: no sink.")
     #: Flask's ``APPLICATION_ROOT`` without a trailing ``/`` (where the CLI assumes the app is mounted)
     application_root: _FlaskRoot = _from_flask("APPLICATION_ROOT", "")
     #: Flask-WTF's ``WTF_CSRF_FIELD_NAME`` (left out of a human's form arguments)
     csrf_field_name: _FlaskText = _from_flask("WTF_CSRF_FIELD_NAME", "csrf_token")
+    #: Flask's ``PREFERRED_URL_SCHEME`` (the scheme the hub simulator's in-process requests default to)
+    preferred_url_scheme: _FlaskText = _from_flask("PREFERRED_URL_SCHEME", "http")
 
     # -- derived --------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ One report, as JSON (:func:`collect_status`) or text (:func:`render_status`):
 * the number of tools and the SHA-256 of the catalog bytes the hub is
   served (compare it with what the hub fetched);
 * approval requests waiting for this business's decision;
+* where audit records go: whether the ``bailing_flask.audit`` logger would
+  emit them, and the direct sink with its counts in this process (records
+  dropped by the workers of a server are logged by each worker);
 * the configuration problems ``flask bailing check`` reports.
 """
 
@@ -163,6 +166,19 @@ def _approvals(state: BailingState) -> dict[str, Any]:
             "oldest": pending[0].to_dict() if pending else None}
 
 
+def _audit(state: BailingState) -> dict[str, Any]:
+    from bailing_flask.audit import logger_emits
+
+    sink = state.audit_sink
+    return {
+        "logger": logger_emits(),
+        "sink": None if sink is None else {
+            "target": sink.target, "max_queued": sink.max_queued, "queued": sink.queued,
+            "written": sink.written, "dropped": sink.dropped,
+        },
+    }
+
+
 def collect_status(state: BailingState) -> dict[str, Any]:
     """The whole report as a JSON-ready ``dict``."""
     from bailing_flask._version import __version__
@@ -185,6 +201,7 @@ def collect_status(state: BailingState) -> dict[str, Any]:
         "catalog": _catalog(state),
         "approvals": _approvals(state),
         "telemetry": {"opentelemetry": state.telemetry is not None},
+        "audit": _audit(state),
         "problems": [problem.to_dict() for problem in check_all(state)],
     }
 
@@ -234,6 +251,15 @@ def render_status(data: Mapping[str, Any]) -> str:
     else:
         lines.append(f"Approvals waiting for a decision: {approvals['pending']}")
     lines.append(f"OpenTelemetry: {'on' if data['telemetry']['opentelemetry'] else 'off'}")
+    audit = data["audit"]
+    lines.append("Audit logger bailing_flask.audit: "
+                 + ("a handler takes INFO" if audit["logger"] else "no handler takes INFO"))
+    sink = audit["sink"]
+    if sink is None:
+        lines.append("Audit sink: none")
+    else:
+        lines.append(f"Audit sink: {sink['target']} (in this process: {sink['written']} written, "
+                     f"{sink['queued']} queued of at most {sink['max_queued']}, {sink['dropped']} dropped)")
     if data["problems"]:
         lines += ["", "Problems:"]
         lines += [f"  {p['severity'].upper():7} {p['code']:32} {p['setting']}: {p['message']}"

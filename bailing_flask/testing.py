@@ -259,7 +259,9 @@ class HubSimulator:
     def scheme(self) -> str:
         """``https`` or ``http``: how the requests arrive (in-process: as the app sees them)."""
         if self._app is not None and not self._scheme_environ:
-            return str(self._app.config.get("PREFERRED_URL_SCHEME") or "http")
+            from bailing_flask._state import state_of
+
+            return state_of(self._app).config.preferred_url_scheme or "http"
         return self._scheme
 
     def _catalog_path(self, catalog_url: str | None) -> str:

@@ -6,8 +6,9 @@ Three ways a tool call's audit record can go (``mode``):
   enabled for ``INFO`` (an app that configures no logging), so the package
   builds no record;
 * ``"nohandler"`` - the logger enabled for ``INFO`` but no handler anywhere:
-  the record is built and logged, and ``logging`` drops it (what the JSON
-  line costs before any I/O);
+  up to a05d73f the record was built and logged, and ``logging`` dropped it;
+  since issue 22 the package sees that no handler would take it and builds
+  nothing (the row shows what that look costs);
 * ``"logging"`` - what ``docs/operating.rst`` tells users to do, and what
   production runs: a ``logging.FileHandler`` on a JSON-lines file, the
   formatter ``%(message)s`` (the message is the JSON), the logger at
@@ -15,15 +16,17 @@ Three ways a tool call's audit record can go (``mode``):
   directory; the handler flushes after every record, as it does in
   production (one ``write`` per call);
 * ``"sink"`` - the package's direct JSON-lines sink (no ``logging``), the
-  same file place. It does not exist on a05d73f: :func:`direct_sink_setup`
-  says why the row is skipped until it does.
+  same file place: the request queues the record, the sink's thread writes
+  it. It does not exist on a05d73f: :func:`direct_sink_setup` says why the
+  row is skipped there.
 
 The logger is process-wide, so the in-process comparisons set it per block:
 every case of a comparison is :func:`audited`: its
 ``prepare`` (untimed, before each block) puts the logger in the state that
 case needs and empties the file. Each audited case is checked before timing:
 one call writes exactly one line, a JSON object with every field of
-:data:`bailing_flask.audit.AUDIT_FIELDS`.
+:data:`bailing_flask.audit.AUDIT_FIELDS` (the sink is flushed first: its
+thread writes the line).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def direct_sink_setup(path: str) -> tuple[dict[str, Any] | None, str]:
     core rebuild, and the one place to change if it differs:
     ``bailing_flask.audit.JsonLinesSink(path)`` (appends one JSON object per
     line, the same fields as the logger's message), installed with the
-    setting ``BAILING_AUDIT_SINK`` set to the sink before ``Bailing(app)``.
+    setting ``BAILING_AUDIT_SINK`` set to the sink before ``Bailing(app)``:
+    the shape issue 22 built.
     """
     import bailing_flask.audit as audit
     from bailing_flask.settings import DEFAULTS
@@ -132,12 +136,14 @@ class LoggingAudit:
         self.handler.close()
 
 
-def audited(case: Any, audit: LoggingAudit, mode: str, file: AuditFile | None = None) -> Any:
+def audited(case: Any, audit: LoggingAudit, mode: str, file: AuditFile | None = None,
+            flush: Callable[[], None] | None = None) -> Any:
     """``case`` with the audit logger put in ``mode``'s state before every block (untimed).
 
     The case keeps its own ``__call__`` (no extra frame inside the timing);
     its ``prepare`` hook is replaced by one that runs the case's own first,
-    then sets the logger and empties ``file``.
+    then sets the logger, has ``flush`` (the direct sink's) write what is
+    queued, and empties ``file``.
     """
     if mode not in MODES:
         raise ValueError(mode)
@@ -147,12 +153,15 @@ def audited(case: Any, audit: LoggingAudit, mode: str, file: AuditFile | None = 
         if own is not None:
             own(loops)
         audit.set(mode)
+        if flush is not None:  # what earlier blocks queued is written before the file is emptied
+            flush()
         if file is not None:
             file.empty()
 
     case.prepare = prepare
     case.audit_mode = mode
     case.audit_file = file
+    case.audit_flush = flush
     return case
 
 
@@ -164,6 +173,8 @@ def check_one_line(case: Any) -> dict[str, Any]:
         raise ValueError("the case writes no file")
     case.prepare(1)
     case()
+    if case.audit_flush is not None:  # the direct sink: its thread writes the line
+        case.audit_flush()
     lines = file.lines()
     if len(lines) != 1:
         raise AssertionError(f"audit {mode}: one call wrote {len(lines)} lines to the file, not 1")

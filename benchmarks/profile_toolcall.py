@@ -3,6 +3,7 @@
     python -m benchmarks.profile_toolcall                          # the signed POST tool, audit off
     python -m benchmarks.profile_toolcall --variant default        # de-duplicated POST tool, memory store
     python -m benchmarks.profile_toolcall --variant audit-logging  # audit on through logging + FileHandler
+    python -m benchmarks.profile_toolcall --variant audit-sink     # audit on through the direct sink
     python -m benchmarks.profile_toolcall --variant ordinary       # an ordinary route of a Bailing app
     python -m benchmarks.profile_toolcall --method GET
     python -m benchmarks.profile_toolcall --counts                 # only the exact counts (fast)
@@ -47,14 +48,14 @@ from typing import Any
 from bailing_flask.testing import HubSimulator
 
 from . import _apps
-from ._audit import AuditFile, LoggingAudit, audited
+from ._audit import SINK_SETTING, AuditFile, LoggingAudit, audited, direct_sink_setup
 from ._calls import CallCount, count_case
 from ._harness import compare
 from ._wsgi import FreshCalls, HubSigner, SameRequest, base_environ, environ_for
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(sys.modules["bailing_flask"].__file__ or ""))
-VARIANTS = ("tool", "default", "audit-logging", "audit-nohandler", "handwritten", "middleware", "bare",
-            "ordinary", "ordinary-plain")
+VARIANTS = ("tool", "default", "audit-logging", "audit-sink", "audit-nohandler", "handwritten", "middleware",
+            "bare", "ordinary", "ordinary-plain")
 
 
 def _signed(app: Any, method: str) -> SameRequest:
@@ -78,6 +79,13 @@ def make_case(variant: str, method: str, audit: LoggingAudit, file: AuditFile) -
             _apps.IDEM_TOOL, _apps.POST_ARGS, subject=_apps.SUBJECT)
         signer = HubSigner(_apps.SECRET, template, _apps.IDEM_TOOL, _apps.POST_ARGS, _apps.SUBJECT)
         return audited(FreshCalls(app, signer, copy=True), audit, "off")
+    if variant == "audit-sink":  # the direct sink: the request queues, the sink's thread writes
+        config, why = direct_sink_setup(file.path)
+        if config is None:
+            raise SystemExit(f"--variant audit-sink: {why}")
+        flush = getattr(config[SINK_SETTING], "flush", None)
+        return audited(_signed(_apps.tool_app(store="memory://", config=config), method), audit, "sink",
+                       file, flush=flush)
     apps = {"bare": _apps.bare_app, "handwritten": _apps.handwritten_app,
             "middleware": _apps.middleware_app}
     app = apps[variant]() if variant in apps else _apps.tool_app(store="memory://")

@@ -276,6 +276,101 @@ def test_no_record_is_built_when_nobody_reads_them(
         audit_logger.setLevel(level)
 
 
+@pytest.fixture
+def quiet_audit_logger() -> Iterator[logging.Logger]:
+    """The audit logger as an app leaves it, restored afterwards."""
+    audit_logger = logging.getLogger("bailing_flask.audit")
+    saved = (audit_logger.level, audit_logger.propagate, list(audit_logger.handlers))
+    yield audit_logger
+    audit_logger.setLevel(saved[0])
+    audit_logger.propagate = saved[1]
+    audit_logger.handlers[:] = saved[2]
+
+
+def test_with_nobody_listening_not_one_field_of_a_record_is_built(
+    app: Flask, hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
+) -> None:
+    """No handler, receiver, sink or telemetry: the gate looks up nothing a record would hold."""
+    def builds(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a part of an audit record was built while nobody listens")
+
+    for name in ("gate_record", "exception_name", "_now", "_bound_record", "audit_line", "emit"):
+        monkeypatch.setattr(audit_module, name, builds)
+    quiet_audit_logger.setLevel(logging.WARNING)
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    assert hub.call("ok", subject="t1:u1").status == 200
+    assert hub.call("ok", subject="t9:u9").status == 403
+    assert hub.call("note", {"text": 5}, subject="t1:u1").status == 422
+    assert hub.call("note", {"text": "n"}, subject="t1:u1").status == 201
+    assert hub.call("boom", subject="t1:u1").status == 500
+    assert hub.call("handled", subject="t1:u1").status == 409  # the app's own handler still answers
+    assert hub.call("missing", subject="t1:u1").status == 404
+    request = hub.build_call("ok", subject="t1:u1")
+    assert hub.replay(request, on_behalf_of="t1:admin").status == 401
+
+
+def _count_records(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    built: list[str] = []
+    original = audit_module.gate_record
+
+    def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append(args[0].name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(audit_module, "gate_record", counting)
+    return built
+
+
+def test_a_logger_on_for_info_with_no_handler_to_take_it_builds_nothing_until_one_is_added(
+    hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
+) -> None:
+    built = _count_records(monkeypatch)
+    taken: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            taken.append(record)
+
+    quiet_audit_logger.setLevel(logging.INFO)  # enabled, but nothing up the chain would write it
+    quiet_audit_logger.propagate = False
+    hub.call("ok", subject="t1:u1")
+    assert built == []
+    keep = Keep()
+    quiet_audit_logger.addHandler(keep)  # added at run time: the next call sees it
+    hub.call("ok", subject="t1:u1")
+    assert built == ["ok"] and len(taken) == 1
+    keep.setLevel(logging.WARNING)  # a handler that drops INFO does not count
+    hub.call("ok", subject="t1:u1")
+    assert built == ["ok"] and len(taken) == 1
+    quiet_audit_logger.removeHandler(keep)
+    quiet_audit_logger.propagate = True  # up to the root logger's handler (pytest's capture)
+    hub.call("ok", subject="t1:u1")
+    assert built == ["ok", "ok"]
+
+
+def test_a_receiver_of_another_app_does_not_make_this_app_build_records(
+    hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
+) -> None:
+    built = _count_records(monkeypatch)
+    quiet_audit_logger.setLevel(logging.WARNING)
+    other = Flask("other")
+    seen: list[Any] = []
+
+    def receive(sender: Flask, record: dict[str, Any]) -> None:
+        seen.append(record)
+
+    audit_record.connect(receive, other)
+    try:
+        hub.call("ok", subject="t1:u1")
+        assert built == [] and seen == []
+        audit_record.connect(receive)  # any sender: this app's records too
+        hub.call("ok", subject="t1:u1")
+        assert built == ["ok"] and len(seen) == 1
+    finally:
+        audit_record.disconnect(receive, other)
+        audit_record.disconnect(receive)
+
+
 # -- records cannot be split or inflated by what a caller chose ------------------------------
 
 LINE_BREAKS = ["\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r", "\n"]

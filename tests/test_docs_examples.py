@@ -3,8 +3,8 @@
 The quickstart's shop, its tests and the testing page's tests run as a user
 runs them (pytest in the example's folder, the package's plugin loaded by
 its entry point); the quickstart's app passes ``mypy --strict``; the
-operating page's audit record, OpenTelemetry and Prometheus snippets run
-against a real call.
+operating page's audit record, direct sink, OpenTelemetry and Prometheus
+snippets run against a real call.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bailing_flask.audit import AUDIT_FIELD_DOCS
+from bailing_flask.audit import AUDIT_FIELD_DOCS, audit_line
 from bailing_flask.testing import HubSimulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +37,8 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_quickstart_app_passes_mypy_strict():
-    result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "shop.py", "telemetry.py"],
-                 QUICKSTART)
+    result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "shop.py", "telemetry.py",
+                  "audit_sink.py"], QUICKSTART)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -56,6 +56,16 @@ def test_the_audit_record_shown_is_a_real_call_with_every_field():
     record = json.loads(result.stdout)
     assert list(record) == list(AUDIT_FIELD_DOCS)
     assert (record["tool"], record["status"], record["subject"]) == ("order_get", 200, "t1:alice")
+
+
+def test_the_sink_shown_writes_the_line_the_logger_would_log():
+    result = run([sys.executable, "audit_sink.py"], QUICKSTART)
+    assert result.returncode == 0, result.stderr
+    line, counts = result.stdout.splitlines()
+    record = json.loads(line)
+    assert list(record) == list(AUDIT_FIELD_DOCS)
+    assert (record["tool"], record["status"], record["job_id"]) == ("ping", 200, "job-7f3a")
+    assert line == audit_line(record) and counts == "written 1, dropped 0, queued 0"
 
 
 @pytest.fixture

@@ -137,6 +137,7 @@ WRONG: dict[str, Any] = {
     "BAILING_CALLBACK_MAX_BODY_SIZE": "4 MB",
     "BAILING_APPROVAL_RETENTION": float("inf"),
     "BAILING_OTEL": "enabled",
+    "BAILING_AUDIT_SINK": 3,
 }
 
 

@@ -25,14 +25,6 @@ from flask import Blueprint, Response, current_app, request
 
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.errors import SignatureError
-from bailing_flask.hub.payloads import (
-    ApprovalRequest,
-    PayloadError,
-    dedupe_key,
-    parse_approval_request,
-    parse_delivery,
-    parse_job_record,
-)
 from bailing_flask.responses import REASON_HEADER, json_response, reason_response
 from bailing_flask.signals import callback_received
 from bailing_flask.wire.signing import CallbackVerifier
@@ -40,10 +32,29 @@ from bailing_flask.stores import EntryMeta, StoredResponse, StoreUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
+    from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 
 __all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint"]
 
 logger = logging.getLogger("bailing_flask")
+
+def parse_job_record(raw: bytes) -> JobRecord:
+    from bailing_flask.hub.payloads import parse_job_record as parse  # loaded by the first callback
+
+    return parse(raw)
+
+
+def parse_delivery(raw: bytes) -> DeliveryWebhook:
+    from bailing_flask.hub.payloads import parse_delivery as parse
+
+    return parse(raw)
+
+
+def parse_approval_request(raw: bytes) -> ApprovalRequest:
+    from bailing_flask.hub.payloads import parse_approval_request as parse
+
+    return parse(raw)
+
 
 #: kind -> its parser; each kind is received at ``Config.callback_path(kind)``
 CALLBACK_KINDS: dict[str, Callable[[bytes], Any]] = {
@@ -99,6 +110,8 @@ def _handle(state: BailingState, kind: str) -> Response:
         )
     except SignatureError as error:
         return _refused(kind, error, state)
+    from bailing_flask.hub.payloads import PayloadError
+
     parse = CALLBACK_KINDS[kind]
     try:
         payload = parse(raw)
@@ -129,6 +142,8 @@ def _bounded_body(limit: int) -> bytes | None:
 
 
 def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], payload: Any) -> Response:
+    from bailing_flask.hub.payloads import dedupe_key  # loaded already: it parsed the payload
+
     key = dedupe_key(payload)
     token = uuid.uuid4().hex
     retention = state.config.idempotency_retention

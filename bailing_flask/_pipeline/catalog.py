@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bailing_flask.wire.base_url import PathMap
-from bailing_flask.lint import lint_document
-from bailing_flask.lint.codes import Finding, finding
 from bailing_flask._pipeline.registry import Registry, Tool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.lint.codes import Finding
 
 __all__ = ["Catalog", "build_catalog", "tool_operation"]
 
@@ -167,6 +168,8 @@ def _placed(
 
     Without a path map (no ``BAILING_BASE_URL``) nothing moves.
     """
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     if path_map is None or path_map.identity:
         return list(registry.tools), list(registry.findings), probe_path
     placed: list[Tool] = []
@@ -205,6 +208,8 @@ def build_catalog(
     ``path_map`` places the tools under ``BAILING_BASE_URL``
     (:mod:`bailing_flask.wire.base_url`); tools it cannot place are errors.
     """
+    from bailing_flask.lint import lint_document  # the linter loads with the first catalog
+
     tools, findings, probe = _placed(registry, probe_path, path_map)
     document = _document(tools, title, version, probe)
     known = {(f.code, f.path) for f in findings}

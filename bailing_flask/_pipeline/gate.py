@@ -393,19 +393,23 @@ def _refuse(
     probe = _exercise(request.environ)
     if probe is not None:
         probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
-    _audit(state, tool, verified, response.status_code, info.reason, call)
-    tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
-                     call=call, reason=info.reason, status=response.status_code)
+    if audit.wanted(state):
+        _audit(state, tool, verified, response.status_code, info.reason, call)
+    if tool_denied.receivers:
+        tool_denied.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
+                         call=call, reason=info.reason, status=response.status_code)
     return response
 
 
 def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float) -> None:
     duration_ms = (time.perf_counter() - started) * 1000
-    reason = None if response.status_code < 400 else "view_status"
-    _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
-           values=state.config.audit_argument_values and not tool.sensitive,
-           replayed=response.headers.get(REPLAY_HEADER) == "true",
-           projected=request.environ.get(PROJECTION_KEY))
+    if audit.wanted(state):  # else not one field of the record is looked up
+        reason = None if response.status_code < 400 else "view_status"
+        environ = request.environ
+        _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
+               values=state.config.audit_argument_values and not tool.sensitive,
+               replayed=response.headers.get(REPLAY_HEADER) == "true",
+               projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
     length = response.content_length  # set for every non-streamed body: no copy needed to check
     if (limit and 200 <= response.status_code < 300 and not response.is_streamed
@@ -432,16 +436,17 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
     """
     duration_ms = (time.perf_counter() - started) * 1000
     status = audit.exception_status(exc)
-    values = state.config.audit_argument_values and not tool.sensitive
-    error = audit.exception_name(exc)
+    if audit.wanted(state):  # else not one field of the record is looked up
+        values = state.config.audit_argument_values and not tool.sensitive
+        error = audit.exception_name(exc)
 
-    def record(answered: int | None) -> None:
-        final = status if answered is None else answered
-        reason = "view_status" if final < 500 and status < 500 else "view_raised"
-        _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
-               values=values, error=error)
+        def record(answered: int | None) -> None:
+            final = status if answered is None else answered
+            reason = "view_status" if final < 500 and status < 500 else "view_raised"
+            _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
+                   values=values, error=error)
 
-    request.environ[audit.FAILED_KEY] = record
+        request.environ[audit.FAILED_KEY] = record
     if tool_failed.receivers:
         tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                          call=call, exception=exc, status=status, duration_ms=duration_ms)
@@ -451,15 +456,15 @@ def _audit(
     state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
     reason: str | None, call: ToolCall | None, *, duration_ms: float | None = None,
     values: bool = False, error: str | None = None, replayed: bool = False,
-    projected: dict[str, int] | None = None,
+    projected: dict[str, int] | None = None, environ: dict[str, Any] | None = None,
 ) -> None:
-    environ = request.environ
+    """Build and hand out one record; only called when :func:`audit.wanted` said someone listens."""
+    if environ is None:
+        environ = request.environ
     span = environ.pop(audit.SPAN_KEY, None)
-    if not audit.wanted(state):
-        return
     if duration_ms is None:
         started = environ.get(audit.STARTED_KEY)
         duration_ms = None if started is None else (time.perf_counter() - started) * 1000
     record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
-                               error=error, replayed=replayed, response=projected)
+                               error=error, replayed=replayed, response=projected, environ=environ)
     audit.emit(state, record, span=span)

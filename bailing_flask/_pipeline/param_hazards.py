@@ -34,9 +34,8 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from bailing_flask.lint.codes import Finding, finding
-
 if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.lint.codes import Finding
     from bailing_flask._pipeline.registry import Tool
 
 __all__ = ["param_findings", "classify", "CODES"]
@@ -175,6 +174,8 @@ def _properties(schema: Any, prefix: str, depth: int) -> Iterator[tuple[str, Any
 
 def param_findings(tool: Tool) -> list[Finding]:
     """The minimal-parameter warnings of one tool (see the module docstring)."""
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     chosen = dict(tool.options.model_chooses or {})
     found: dict[str, list[tuple[str, str]]] = {}
     names: set[str] = set()

@@ -13,7 +13,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
@@ -22,14 +22,15 @@ from bailing_flask._pipeline.schema import converter_schema, model_schema, type_
 from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ToolDeclarationError
-from bailing_flask.lint.codes import Finding, finding
 from bailing_flask._pipeline.param_hazards import param_findings
 from bailing_flask._pipeline.projection import Shaper, make_shaper
 from bailing_flask.declare import (
     Declaration, Param, ToolOptions, effective_repeats, get_declaration, get_defaults, get_wrapped_by,
 )
 from bailing_flask.settings import Config
-from bailing_flask.transactional import findings as transactional_findings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.lint.codes import Finding
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
 
@@ -382,6 +383,8 @@ def _compile_tool(
 
 
 def _route_findings(tool: Tool, has_app_authorizer: bool) -> list[Finding]:
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     findings: list[Finding] = []
     key = tool.operation_key
     if tool.authorizer is None and not has_app_authorizer:
@@ -416,6 +419,8 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
     Declaration errors that make a tool impossible to describe (a bad model,
     a Param naming no route variable) raise :class:`ToolDeclarationError`.
     """
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     tools: list[Tool] = []
     not_exported: list[NotExported] = []
     findings: list[Finding] = []
@@ -467,7 +472,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
             by_endpoint[(rule.endpoint, method)] = compiled
             tools.append(compiled)
             findings.extend(_route_findings(compiled, has_app_authorizer))
-            findings.extend(transactional_findings(config, compiled))
+            findings.extend(_transaction_findings(config, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
     passthrough = frozenset(
@@ -477,8 +482,23 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
     return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
 
 
+def _transaction_findings(config: Config, tool: Tool) -> list[Finding]:
+    """What ``flask bailing check`` says about a tool's transaction mode.
+
+    :mod:`bailing_flask.transactional` is imported only for a tool that runs
+    in that mode (``repeats="transaction"``).
+    """
+    if tool.repeats != "transaction":
+        return []
+    from bailing_flask.transactional import findings
+
+    return findings(config, tool)
+
+
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:
     """Two tools with one name break every tool of a job in the hub: name both views."""
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
+
     first_by_name: dict[str, Tool] = {}
     findings = []
     for tool in tools:

@@ -5,12 +5,18 @@ suite: :class:`MemoryStore` for tests, :class:`SQLiteStore` as the embedded
 default for one host, :class:`RedisStore` or :class:`SQLStore` (PostgreSQL,
 MySQL/MariaDB) when the app runs on several hosts. :func:`store_from_url`
 picks one from a configuration string.
+
+Each backend is imported when first used (``store_from_url``, or its name
+imported from here): an app on one backend never loads the others (nor
+``sqlite3``, redis-py or SQLAlchemy).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from bailing_flask.errors import ConfigurationError
@@ -25,10 +31,24 @@ from bailing_flask.stores.base import (
     StoredResponse,
     StoreUnavailable,
 )
-from bailing_flask.stores.memory import MemoryStore
-from bailing_flask.stores.redis import RedisStore
-from bailing_flask.stores.sql import SQLStore
-from bailing_flask.stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.stores.memory import MemoryStore
+    from bailing_flask.stores.redis import RedisStore
+    from bailing_flask.stores.sql import SQLStore
+    from bailing_flask.stores.sqlite import SQLiteStore
+
+#: Each backend's module, imported on first use.
+_BACKENDS = {"MemoryStore": ".memory", "RedisStore": ".redis", "SQLStore": ".sql", "SQLiteStore": ".sqlite"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ApprovalClaim",
@@ -84,13 +104,21 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> IdempotencyStore:
     if scheme == "memory":
         if rest not in ("", "/"):
             raise ConfigurationError("A memory:// store URL takes nothing after 'memory://'.")
+        from bailing_flask.stores.memory import MemoryStore
+
         return MemoryStore(clock=clock)
     if scheme == "sqlite":
         path, _, query = rest.partition("?")
+        from bailing_flask.stores.sqlite import SQLiteStore
+
         return SQLiteStore(_sqlite_path(path), clock=clock, **_sqlite_options(query))
     if scheme in ("redis", "rediss"):
+        from bailing_flask.stores.redis import RedisStore
+
         return RedisStore(url, clock=clock)
     if scheme.split("+", 1)[0] in _SQL_SCHEMES:
+        from bailing_flask.stores.sql import SQLStore
+
         return SQLStore(url, clock=clock)
     shown = repr(scheme) if _SCHEME_RE.fullmatch(scheme) else "this scheme"
     raise ConfigurationError(

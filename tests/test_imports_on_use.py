@@ -1,0 +1,88 @@
+"""What a serving process never loads: each part of the package is imported when first needed.
+
+A fresh interpreter imports ``bailing_flask``, builds ``Bailing(app)`` with a
+tool on the memory store and serves one signed call. The hub's payload
+models (read only by the callback endpoints), the other store backends
+(and ``sqlite3``), the transaction mode, OpenTelemetry, the CLI, the doctor
+and the exercise are not imported at any point; the linter loads with the
+first request (which compiles the catalog, so that declaration problems are
+logged at start-up), not before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: never imported by serving a tool call on the memory store
+NEVER = (
+    "bailing_flask.hub.payloads",
+    "bailing_flask.stores.sqlite",
+    "bailing_flask.stores.redis",
+    "bailing_flask.stores.sql",
+    "sqlite3",
+    "bailing_flask.transactional",
+    "bailing_flask.otel",
+    "bailing_flask.cli",
+    "bailing_flask.doctor",
+    "bailing_flask.exercise",
+)
+#: not imported until the first request compiles the catalog
+LINTER = ("bailing_flask.lint", "bailing_flask.lint.codes", "bailing_flask.lint.compiler",
+          "bailing_flask.lint.hazards")
+
+_SERVE = """
+import json, sys, time
+
+report = {}
+import bailing_flask
+report["import"] = set(sys.modules)
+from flask import Flask, jsonify
+from bailing_flask import Bailing, tool
+from bailing_flask.wire.signing import sign_tool_call
+
+app = Flask("imports_app")
+app.config.update(BAILING_SECRETS=["s" * 40], BAILING_STORE="memory://")
+bailing = Bailing(app)
+bailing.authorizer(lambda call: call.subject == "t1:u1")
+
+@app.post("/notes")
+@tool(scope="note.write")
+def note():
+    \"\"\"Write a note.\"\"\"
+    return jsonify(saved=True)
+
+report["init"] = set(sys.modules)
+body = b"{}"
+headers = {"X-Bailing-Timestamp": str(int(time.time())), "X-Bailing-Job-Id": "job-1",
+           "X-Bailing-On-Behalf-Of": "t1:u1", "Content-Type": "application/json"}
+headers["X-Bailing-Signature"] = sign_tool_call("s" * 40, headers["X-Bailing-Timestamp"], "POST",
+                                                "/notes", body, "t1:u1", "job-1")
+answer = app.test_client().post("/notes", data=body, headers=headers)
+assert answer.status_code == 200, answer.get_data()
+report["call"] = set(sys.modules)
+names = json.loads(sys.argv[1])
+print(json.dumps({stage: sorted(n for n in names if n in modules) for stage, modules in report.items()}))
+"""
+
+
+def _loaded() -> dict[str, list[str]]:
+    done = subprocess.run([sys.executable, "-c", _SERVE, json.dumps([*NEVER, *LINTER])], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    result: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_serving_a_tool_call_on_the_memory_store_never_loads_the_rest_of_the_package() -> None:
+    loaded = _loaded()
+    assert loaded["import"] == []
+    assert loaded["init"] == []
+    assert [name for name in loaded["call"] if name in NEVER] == []
+    assert sorted(name for name in loaded["call"] if name in LINTER) == sorted(LINTER)
