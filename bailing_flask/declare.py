@@ -417,7 +417,7 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
         )
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
-    from bailing_flask._pipeline.sync import check_async_support
+    from bailing_flask._sync import check_async_support
 
     for option in ("authorizer", "idempotency_key", "result"):
         try:

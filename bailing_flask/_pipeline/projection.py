@@ -72,11 +72,11 @@ from bailing_flask._pipeline.answers import (
     split as _split,
     status_code as _status_code,
 )
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Tool
 
 __all__ = [
