@@ -98,11 +98,11 @@ def _signature_refused(state: BailingState, error: Any, environ: dict[str, Any],
                         level=logging.ERROR, exc_info=True)
 
 
-def _chat_widget(config: Config, entry: str, uid: str | None = None, **attrs: Any) -> Any:
+def _chat_widget(state: BailingState, entry: str, uid: str | None = None, **attrs: Any) -> Any:
     """Template global ``bailing_chat_widget(entry, uid)`` (the hub's modules load on first use)."""
     from bailing_flask.hub.tickets import chat_widget
 
-    return chat_widget(config, entry, uid, **attrs)
+    return chat_widget(state.config, entry, uid, **attrs)
 
 
 class Bailing(Callbacks):
@@ -172,7 +172,7 @@ class Bailing(Callbacks):
         app.teardown_request(forget_bridged_user)
         if config.csrf_exempt:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
-        app.jinja_env.globals["bailing_chat_widget"] = functools.partial(_chat_widget, config)
+        app.jinja_env.globals["bailing_chat_widget"] = functools.partial(_chat_widget, state)
         app.cli.add_command(_CommandsOnUse("bailing"))
         if config.otel:
             from bailing_flask.otel import instrument
