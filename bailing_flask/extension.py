@@ -42,7 +42,8 @@ from bailing_flask.wire.middleware import BailingMiddleware
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
-    from bailing_flask._options import BailingKwargs, ToolKwargs
+    from bailing_flask._options import BailingKwargs
+    from bailing_flask.declare import ToolKwargs
     from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
     from bailing_flask.hub.client import HubClient

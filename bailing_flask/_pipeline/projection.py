@@ -46,7 +46,7 @@ import logging
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, Union, get_args, get_origin
 
 from flask import Response, after_this_request, current_app, request
 from pydantic import BaseModel, SecretBytes, SecretStr, TypeAdapter, ValidationError
@@ -77,7 +77,17 @@ from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._state import BailingState
-    from bailing_flask._pipeline.registry import Tool
+
+
+class Tool(Protocol):
+    """What projection reads of a compiled tool (``_pipeline.registry.Tool``, which is above)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sensitive(self) -> bool: ...
+    @property
+    def shaper(self) -> Shaper | None: ...
 
 __all__ = [
     "MARKER",
