@@ -32,28 +32,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+from bailing_flask._pipeline.tool_view import ToolView as Tool
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.declare import ToolOptions
     from bailing_flask.lint.codes import Finding
-
-
-class Tool(Protocol):
-    """What the hazard check reads of a compiled tool (``_pipeline.registry.Tool``, which is above)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def operation_key(self) -> str: ...
-    @property
-    def options(self) -> ToolOptions: ...
-    @property
-    def readonly(self) -> bool: ...
-    @property
-    def parameters(self) -> tuple[dict[str, Any], ...]: ...
-    @property
-    def body_schema(self) -> dict[str, Any] | None: ...
 
 __all__ = ["param_findings", "classify", "CODES"]
 
