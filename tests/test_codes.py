@@ -16,7 +16,7 @@ _SITE = re.compile(r"""(?:\bfinding|\._report|\.add|_HubCrash)\(\s*f?"([a-z0-9_{
 
 
 #: a module that makes findings imports them from the table (``lint/`` itself: ``from .codes``)
-_MAKES_FINDINGS = re.compile(r"^from (?:\.+|bailing_flask\.)(?:lint\.)?codes import .*\bfinding\b", re.MULTILINE)
+_MAKES_FINDINGS = re.compile(r"^[ \t]*from (?:\.+|bailing_flask\.)(?:lint\.)?codes import .*\bfinding\b", re.MULTILINE)
 
 
 def _sites() -> list[tuple[str, str | None]]:
