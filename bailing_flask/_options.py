@@ -8,65 +8,20 @@ equal to ``ToolOptions``' fields and to the settings table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pydantic import BaseModel
 
     import os
 
     from bailing_flask._audit_sink import JsonLinesSink
     from bailing_flask.stores import IdempotencyStore
     from bailing_flask.transactional import TransactionAdapter
-    from bailing_flask.declare import ApprovalCondition, Outcome, Param, RateLimit
+
+from bailing_flask.declare import ToolKwargs as ToolKwargs  # it lives with the options it types
 
 __all__ = ["ToolKwargs", "BailingKwargs"]
-
-
-class ToolKwargs(TypedDict, total=False):
-    """The keywords of :func:`~bailing_flask.tool` and :func:`~bailing_flask.tool_defaults`."""
-
-    name: str
-    name_prefix: str
-    description: str
-    scope: str
-    scope_prefix: str
-    risk: Literal["low", "medium", "high"]
-    approval_required: bool
-    approval_when: str | ApprovalCondition | Mapping[str, Any] | Sequence[
-        str | ApprovalCondition | Mapping[str, Any]
-    ]
-    approval_prompt: str
-    subject_required: bool
-    sensitive: bool
-    readonly: bool
-    rate_limit: str | RateLimit | Mapping[str, Any]
-    timeout_ms: int
-    when_to_use: str
-    returns: str
-    examples: Sequence[Mapping[str, Any]]
-    context: str | Sequence[str]
-    tags: str | Sequence[str]
-    deprecated: bool
-    outcome: Outcome | Mapping[str, Any]
-    extensions: Mapping[str, Any]
-    enabled: bool
-    methods: str | Sequence[str]
-    query: type[BaseModel]
-    body: type[BaseModel]
-    params: Sequence[Param]
-    authorizer: Callable[..., Any]
-    allow_unsigned: bool
-    repeats: Literal["replay", "transaction", "safe"]
-    idempotency_key: Callable[..., Any]
-    validate_unsigned: bool
-    business_approval: bool
-    response: type[BaseModel] | type[list[Any]]
-    max_items: int
-    error_response: type[BaseModel] | type[list[Any]]
-    result: Callable[..., Any]
-    model_chooses: Mapping[str, str]
 
 
 class BailingKwargs(TypedDict, total=False):

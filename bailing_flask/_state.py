@@ -1,23 +1,137 @@
-"""Finding an app's :class:`~bailing_flask.extension.BailingState` without importing the extension.
+"""The per-app state, and the one way to find it.
 
-Every layer that needs the per-app state at run time (the ``@tool``
-wrapper, the gate, the CLI, the test client, OpenTelemetry) looks it up in
-``app.extensions`` here, the way flask-login's decorators find their
-manager, so no module below :mod:`bailing_flask.extension` imports it.
+``Bailing.init_app`` keeps one :class:`BailingState` per app in
+``app.extensions["bailing"]``. It is thin on purpose: the frozen
+configuration, the callbacks the app registered, the middleware and the
+rendering of refusals. What the package compiles or builds for the app
+(the registry and catalog, the idempotency runner, the callback verifier,
+the approvals record) belongs to the module that owns it, which caches it
+on the state as plain data (``registry_of``, ``catalog_of``,
+``idempotency_of``, ``approvals_of``, ``callback_verifier``).
+
+The class lives here, below everything that uses it, so no module below
+:mod:`bailing_flask.extension` imports the extension, not even for a type.
+Every layer looks the state up with :func:`state_of` or
+:func:`current_state`, the way flask-login's decorators find their manager.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask, Response, current_app
 
-if TYPE_CHECKING:  # pragma: no cover - a type-only back-reference
-    from bailing_flask.extension import BailingState
+from bailing_flask._sync import call_sync
+from bailing_flask.errors import SignatureError
+from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
+from bailing_flask.settings import Config
+from bailing_flask.wire.middleware import BailingMiddleware
 
-__all__ = ["state_of", "current_state"]
+__all__ = ["BailingState", "Callbacks", "state_of", "current_state", "EXTENSION_KEY"]
 
 EXTENSION_KEY = "bailing"
+
+logger = logging.getLogger("bailing_flask")
+
+
+class Callbacks:
+    """What an app registers on its ``Bailing`` object (``@bailing.authorizer``, ...).
+
+    :class:`~bailing_flask.extension.Bailing` is one; the state of every app
+    it serves reads the same callbacks, registered before or after
+    ``init_app``.
+    """
+
+    def __init__(self) -> None:
+        #: ``@bailing.job_finished``, ``delivery``, ``approval_request`` by kind
+        self.callback_handlers: dict[str, Callable[[Any], Any]] = {}
+        self.authorizer_func: Callable[..., Any] | None = None
+        self.subject_loader_func: Callable[[str], Any] | None = None
+        self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
+        #: called by the gate with every :class:`ToolCall` it is about to admit
+        #: (integrations); an :class:`ErrorInfo` returned refuses the call
+        self.admission_hooks: list[Callable[[Any], ErrorInfo | None]] = []
+
+
+class BailingState:
+    """One app's state: configuration, registered callbacks, middleware, refusal rendering.
+
+    The attributes below ``lock`` are caches the owning modules fill; read
+    them through those modules' functions, not directly.
+    """
+
+    def __init__(self, app: Flask, config: Config, middleware: BailingMiddleware,
+                 callbacks: Callbacks) -> None:
+        self.app = app
+        #: the configuration, read once by ``init_app`` (see :mod:`bailing_flask.settings`)
+        self.config = config
+        self.middleware = middleware
+        self.callbacks = callbacks
+        #: the package's own blueprints (catalog and probe, callbacks)
+        self.blueprints: tuple[Any, ...] = ()
+        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
+        self.telemetry: Any = None
+        #: the direct audit sink (``BAILING_AUDIT_SINK``), ``None`` when not set
+        self.audit_sink: Any = None
+        #: what every ``@tool`` wrapper calls instead of the view (installed by ``init_app``)
+        self.run_declared_view: Callable[..., Any] = _not_initialised
+        #: called with (state, registry) each time the registry is compiled (installs the gates)
+        self.on_compile: Callable[[BailingState, Any], None] = lambda state, registry: None
+        self.lock = threading.Lock()
+        self.warned: set[Any] = set()
+        # -- caches, owned by other modules -----------------------------------------
+        #: the gate installed in front of each tool endpoint (``_pipeline.gate``)
+        self.gates: dict[str, Callable[..., Any]] = {}
+        #: ``_pipeline.registry.registry_of``
+        self.compiled_registry: Any = None
+        self.registry_final = False
+        #: ``_pipeline.catalog.catalog_of``
+        self.compiled_catalog: Any = None
+        #: ``_pipeline.idempotency.idempotency_of`` (set by ``init_app``)
+        self.idempotency: Any = None
+        #: ``_pipeline.callbacks.callback_verifier``
+        self.verifier_of_callbacks: Any = None
+        #: ``approvals.approvals_of``
+        self.business_approvals: Any = None
+
+    def warn_once(
+        self, key: Any, message: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False
+    ) -> None:
+        """Log ``message`` the first time ``key`` is seen for this app."""
+        if key in self.warned:
+            return
+        self.warned.add(key)
+        logger.log(level, message, *args, exc_info=exc_info)
+
+    # -- refusals ----------------------------------------------------------------
+
+    def error_response(self, info: ErrorInfo) -> Response:
+        """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
+        handler = self.callbacks.error_handler_func
+        if handler is not None:
+            rendered = call_sync(handler, info)
+            if rendered is not None:
+                response = self.app.make_response(rendered)
+                response.headers[REASON_HEADER] = info.reason
+                return response
+        return json_response(info.payload(), info.status,
+                             {"Cache-Control": "no-store", REASON_HEADER: info.reason})
+
+    def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Middleware refusals go through the same hook (inside an app context)."""
+        if self.callbacks.error_handler_func is None:
+            return None
+        info = ErrorInfo(error.status, error.reason, error.message)
+        with self.app.app_context():
+            response = self.error_response(info)
+            return response.status_code, list(response.headers.items()), response.get_data()
+
+
+def _not_initialised(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("bailing_flask: Bailing(app) was not initialised for this app")
 
 
 def state_of(app: Flask) -> BailingState:

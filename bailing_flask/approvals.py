@@ -58,6 +58,7 @@ from flask import request
 from pydantic import BaseModel, ValidationError
 
 from bailing_flask.wire.jsenc import js_string
+from bailing_flask._state import BailingState
 from bailing_flask.audit import APPROVAL_KEY
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.stores import (
@@ -70,8 +71,7 @@ from bailing_flask.stores import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
-    from bailing_flask.extension import BailingState
-    from bailing_flask.hub.client import DecisionResult
+    from bailing_flask.hub.client import DecisionResult, HubClient
     from bailing_flask.hub.payloads import ApprovalDecision, ApprovalRequest
     from bailing_flask._pipeline.registry import Tool
 
@@ -103,7 +103,7 @@ class BusinessApprovals:
         self.state = state
 
     def _store(self) -> Any:
-        return self.state.idempotency.store()
+        return self.state.idempotency.store()  # the runner sits above this module
 
     @property
     def retention(self) -> float:
@@ -200,7 +200,7 @@ class BusinessApprovals:
             approval_id=record.approval_id, job_id=record.job_id, request_id=record.request_id,
             args_hash=record.args_hash, tool=record.tool, subject=record.subject, args=record.args,
         )
-        return self.state.hub_client().decide_approval(
+        return hub_client_of(self.state).decide_approval(
             parsed, decision, approver=approver,
             decision_id=decision_id or f"bailing:{approval_id}", comment=comment, auth=auth,
         )
@@ -451,3 +451,21 @@ def call_args_hash(tool: Tool, call: ToolCall) -> str:
 
     canonical = canonical_json(call_arguments(tool, call))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def approvals_of(state: BailingState) -> BusinessApprovals:
+    """The approval requests this app received and the decisions it sent (one per app)."""
+    approvals: BusinessApprovals | None = state.business_approvals
+    if approvals is None:
+        with state.lock:
+            approvals = state.business_approvals
+            if approvals is None:
+                approvals = state.business_approvals = BusinessApprovals(state)
+    return approvals
+
+
+def hub_client_of(state: BailingState) -> HubClient:
+    """A client for this app's hub; decisions the hub accepts are recorded for ``business_approval`` tools."""
+    from bailing_flask.hub.client import hub_client_for
+
+    return hub_client_for(state.config, on_decision=approvals_of(state).record_decision)

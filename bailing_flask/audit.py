@@ -42,11 +42,12 @@ from werkzeug.exceptions import HTTPException
 
 from bailing_flask._audit_sink import JsonLinesSink, _json_default, audit_line, configured_sink
 from bailing_flask.signals import audit_record, signature_refused
+from bailing_flask._pipeline.registry import registry_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
     from bailing_flask.errors import SignatureError
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Tool
     from bailing_flask.wire.middleware import VerifiedCall
 
@@ -331,7 +332,7 @@ def _tool_for(state: BailingState, environ: Mapping[str, Any]) -> Tool | None:
         rule, _ = adapter.match(return_rule=True)
     except HTTPException:
         return None
-    return state.registry().lookup(rule.endpoint, str(environ.get("REQUEST_METHOD", "GET")).upper())
+    return registry_of(state).lookup(rule.endpoint, str(environ.get("REQUEST_METHOD", "GET")).upper())
 
 
 def _claimed(environ: Mapping[str, Any], key: str) -> str | None:

@@ -17,9 +17,12 @@ from flask.cli import AppGroup
 
 from bailing_flask._pipeline.catalog import serialize
 from bailing_flask.stores import StoreUnavailable
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
 
 __all__ = ["bailing_cli"]
 
@@ -69,7 +72,7 @@ def _print_problems(problems, stream=None) -> None:  # type: ignore[no-untyped-d
 @click.option("--indent", type=int, default=None, help="Pretty-print with this indent.")
 def export_command(output: str | None, indent: int | None) -> None:
     """Write the tool catalog (OpenAPI 3 + x-agent-capability). Errors stop the export."""
-    catalog = _state().catalog(log_findings=False)  # printed below, once
+    catalog = catalog_of(_state(), log_findings=False)  # printed below, once
     warnings = [f for f in catalog.findings if f.severity == "warning"]
     if catalog.errors:
         _print_findings(catalog.errors, sys.stderr)
@@ -147,19 +150,19 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
     state = _state()
     if (subjects or probe_only or https) and not exercise:
         raise click.UsageError("--subject, --probe-only and --https go with --exercise")
-    if exercise and not state.has_secret:
+    if exercise and not (state.middleware.verifier is not None):
         raise click.ClickException(
             "--exercise needs the provider secret (it signs like the hub): set BAILING_SECRETS"
         )
-    if not state.has_secret:
+    if not (state.middleware.verifier is not None):
         click.echo("note: BAILING_SECRETS is not set: the catalog is linted, but this app refuses "
                    "every hub request (503 not_configured) until it holds the provider secret", err=True)
-    catalog = state.catalog(log_findings=False)  # printed below, once
+    catalog = catalog_of(state, log_findings=False)  # printed below, once
     problems = check_all(state)
     errors = len(catalog.errors) + sum(1 for p in problems if p.severity == "error")
     warnings = sum(1 for f in catalog.findings if f.severity == "warning") + sum(
         1 for p in problems if p.severity == "warning")
-    tools = len(state.registry().tools)
+    tools = len(registry_of(state).tools)
     failed = bool(errors or (strict and warnings))
     report = None
     if not as_json:  # what check found, before the exercise runs anything
@@ -196,8 +199,8 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
 def tools_command(as_json: bool) -> None:
     """List exported tools, and declared routes that are not exported (and why)."""
     state = _state()
-    registry = state.registry()
-    catalog = state.catalog()
+    registry = registry_of(state)
+    catalog = catalog_of(state)
     excluded = set(catalog.excluded)
     if as_json:
         click.echo(json.dumps({
@@ -275,10 +278,10 @@ def idempotency_list(state: str, limit: int, as_json: bool) -> None:
     """List entries; uncertain ones need a decision (the side effect may have happened)."""
     import time as _time
 
-    store = _state().idempotency.store()
+    store = idempotency_of(_state()).store()
     wanted = None if state == "all" else state
     entries = store.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
-    adapter = _state().idempotency.transactional().adapter()
+    adapter = idempotency_of(_state()).transactional().adapter()
     if adapter is not None:  # the records of the transaction mode, in the app's database
         try:
             recorded = adapter.list(state=wanted, limit=limit)  # type: ignore[arg-type,unused-ignore]
@@ -315,7 +318,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
 
     from bailing_flask.stores import StoredResponse
 
-    store = _state().idempotency.store()
+    store = idempotency_of(_state()).store()
     retention = float(_state().config.idempotency_retention)
     response = None
     if not rerun:
@@ -328,7 +331,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
             headers=(("Content-Type", "application/json; charset=utf-8"),),
             body=body.encode("utf-8"),
         )
-    adapter = _state().idempotency.transactional().adapter()
+    adapter = idempotency_of(_state()).transactional().adapter()
     if adapter is not None and adapter.get(key) is not None:
         resolved = adapter.resolve(key, response=response, note=note, retention_seconds=retention,
                                    now=_time.time())
@@ -357,7 +360,7 @@ def store_init(show_sql: bool, dialect: str | None) -> None:
     from bailing_flask.stores._sql_schema import init_command
 
     try:
-        click.echo(init_command(None if dialect and show_sql else _state().idempotency.store(),
+        click.echo(init_command(None if dialect and show_sql else idempotency_of(_state()).store(),
                                 show_sql, dialect), nl=False)
     except (StoreUnavailable, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -40,9 +40,10 @@ from flask import Flask
 from bailing_flask.wire.jsenc import js_trim
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.settings import Config
+from bailing_flask._pipeline.registry import registry_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
 
 __all__ = [
     "ConfigProblem",
@@ -179,7 +180,7 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
     """Problems between settings and what the app registered (handlers, templates, tools)."""
     problems: list[ConfigProblem] = []
     has_tokens = bool(secret_items(state.config.client_tokens))
-    handlers = state.ext.callback_handlers
+    handlers = state.callbacks.callback_handlers
     for kind, decorator in _HANDLER_DECORATORS.items():
         if kind in handlers and not has_tokens:
             problems.append(ConfigProblem(
@@ -202,7 +203,7 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
                     f"the chat widget is rendered by {shown} but BAILING_CLIENT_TOKENS is not "
                     "set: visitor tickets cannot be signed"))
     if tools:
-        approved = [t.name for t in state.registry().tools if t.options.business_approval]
+        approved = [t.name for t in registry_of(state).tools if t.options.business_approval]
         if approved:
             names = ", ".join(approved) + (" needs" if len(approved) == 1 else " need")
             if "approval" not in handlers:
@@ -227,9 +228,9 @@ def check_wiring(state: BailingState, *, templates: bool = True, tools: bool = T
 def _login_bridge_problems(state: BailingState) -> list[ConfigProblem]:
     """The Flask-Login bridge's word on the subject loader (it knows what Flask-Login needs)."""
     problems = []
-    for hook in state.ext.admission_hooks:
+    for hook in state.callbacks.admission_hooks:
         check = getattr(getattr(hook, "__self__", None), "loader_problem", None)
-        message = check(state.ext.subject_loader_func) if callable(check) else None
+        message = check(state.callbacks.subject_loader_func) if callable(check) else None
         if message:
             problems.append(ConfigProblem("error", "subject_loader", "login_user_invalid", message))
     return problems

@@ -13,9 +13,9 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
@@ -35,10 +35,8 @@ __all__ = [
     "get_declaration",
     "REPEATS",
     "REMOVED_OPTIONS",
+    "ToolKwargs",
 ]
-
-if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask._options import ToolKwargs
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: A view function or a class: ``@tool`` gives it back with its type.
@@ -387,6 +385,51 @@ class Declaration:
     qualname: str
 
 
+class ToolKwargs(TypedDict, total=False):
+    """The keywords of :func:`~bailing_flask.tool` and :func:`~bailing_flask.tool_defaults`."""
+
+    name: str
+    name_prefix: str
+    description: str
+    scope: str
+    scope_prefix: str
+    risk: Literal["low", "medium", "high"]
+    approval_required: bool
+    approval_when: str | ApprovalCondition | Mapping[str, Any] | Sequence[
+        str | ApprovalCondition | Mapping[str, Any]
+    ]
+    approval_prompt: str
+    subject_required: bool
+    sensitive: bool
+    readonly: bool
+    rate_limit: str | RateLimit | Mapping[str, Any]
+    timeout_ms: int
+    when_to_use: str
+    returns: str
+    examples: Sequence[Mapping[str, Any]]
+    context: str | Sequence[str]
+    tags: str | Sequence[str]
+    deprecated: bool
+    outcome: Outcome | Mapping[str, Any]
+    extensions: Mapping[str, Any]
+    enabled: bool
+    methods: str | Sequence[str]
+    query: type[BaseModel]
+    body: type[BaseModel]
+    params: Sequence[Param]
+    authorizer: Callable[..., Any]
+    allow_unsigned: bool
+    repeats: Literal["replay", "transaction", "safe"]
+    idempotency_key: Callable[..., Any]
+    validate_unsigned: bool
+    business_approval: bool
+    response: type[BaseModel] | type[list[Any]]
+    max_items: int
+    error_response: type[BaseModel] | type[list[Any]]
+    result: Callable[..., Any]
+    model_chooses: Mapping[str, str]
+
+
 def _describe(target: Any) -> str:
     module = getattr(target, "__module__", "?")
     return f"{module}.{getattr(target, '__qualname__', repr(target))}"
@@ -417,7 +460,7 @@ def _validate(options: dict[str, Any], where: str) -> ToolOptions:
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
         )
         raise ToolDeclarationError(f"invalid tool declaration on {where}: {problems}") from None
-    from bailing_flask._pipeline.sync import check_async_support
+    from bailing_flask._sync import check_async_support
 
     for option in ("authorizer", "idempotency_key", "result"):
         try:

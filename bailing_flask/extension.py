@@ -9,30 +9,31 @@ the catalog are compiled lazily and rebuilt when routes change.
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
-from flask import Flask, Response, has_request_context, request
+from flask import Flask, Response, request
 
 from bailing_flask._audit_sink import configured_sink
-from bailing_flask._state import EXTENSION_KEY, state_of
-from bailing_flask._pipeline.mount import path_map_for
-from bailing_flask.wire.base_url import PathMap
-from bailing_flask._pipeline.sync import call_sync, check_async_support
-from bailing_flask._pipeline.catalog import Catalog, build_catalog
-from bailing_flask.errors import ConfigurationError, SignatureError
+from bailing_flask._state import EXTENSION_KEY, BailingState, Callbacks, state_of
+from bailing_flask._sync import check_async_support
+from bailing_flask._pipeline.catalog import catalog_of
+from bailing_flask.errors import ConfigurationError
 from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_gates, run_declared_view
+from bailing_flask._pipeline.idempotency import Idempotency
 from bailing_flask.integrations import (
     FlaskHTTPAuthBridge,
     FlaskLoginBridge,
     exempt_tool_calls_from_csrf,
     forget_bridged_user,
 )
-from bailing_flask._pipeline.registry import Registry, build_registry
-from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask.approvals import approvals_of, hub_client_of
+from bailing_flask.audit import signature_refusal
+from bailing_flask.responses import ErrorInfo
 from bailing_flask.settings import Config, load_config, option_key
 from bailing_flask.declare import get_declaration, get_wrapped_by
 from bailing_flask.declare import tool as _tool
@@ -41,23 +42,18 @@ from bailing_flask.wire.middleware import BailingMiddleware
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
-    from bailing_flask._options import BailingKwargs, ToolKwargs
-    from bailing_flask._pipeline.idempotency import Idempotency
+    from bailing_flask._options import BailingKwargs
+    from bailing_flask.declare import ToolKwargs
     from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
-    from bailing_flask.audit import JsonLinesSink, TelemetryHook
     from bailing_flask.hub.client import HubClient
 
-__all__ = ["Bailing", "BailingState"]
+__all__ = ["Bailing"]
 
 logger = logging.getLogger("bailing_flask")
 
 F = TypeVar("F", bound=Callable[..., Any])
 V = TypeVar("V", bound=Callable[..., Any])
-
-
-def _rule_count(app: Flask) -> int:
-    return sum(1 for _ in app.url_map.iter_rules())
 
 
 def _transaction_mode(idempotency: Idempotency) -> TransactionalIdempotency:
@@ -94,234 +90,23 @@ class _CommandsOnUse(click.Group):
         self._group().format_help_text(ctx, formatter)
 
 
-class BailingState:
-    """Per-app state: configuration, middleware, compiled registry and catalog."""
-
-    def __init__(self, ext: Bailing, app: Flask, middleware: BailingMiddleware, config: Config) -> None:
-        self.ext = ext
-        self.app = app
-        #: the configuration, read once by ``init_app`` (see :mod:`bailing_flask.settings`)
-        self.config = config
-        self.middleware = middleware
-        self._lock = threading.Lock()
-        self._registry: Registry | None = None
-        self._final = False
-        self._catalog: Catalog | None = None
-        self._warned: set[Any] = set()
-        #: the gate installed in front of each tool endpoint (see gate.install_gates)
-        self.gates: dict[str, Callable[..., Any]] = {}
-        from bailing_flask._pipeline.idempotency import Idempotency
-
-        self.idempotency = Idempotency(self, _transaction_mode)
-        self._callback_verifier: Any = None
-        #: the package's own blueprints (catalog and probe, callbacks)
-        self.blueprints: tuple[Any, ...] = ()
-        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
-        self.telemetry: TelemetryHook | None = None
-        #: the direct audit sink (``BAILING_AUDIT_SINK``), ``None`` when not set
-        self.audit_sink: JsonLinesSink | None = None
-        self._approvals: BusinessApprovals | None = None
-
-    def run_declared_view(self, declaration: Any, view: Callable[..., Any], args: tuple[Any, ...],
-                          kwargs: dict[str, Any], is_async: bool) -> Any:
-        """What every ``@tool`` wrapper calls instead of the view (the gate decides first)."""
-        return run_declared_view(declaration, view, args, kwargs, is_async)
-
-    @property
-    def own_paths(self) -> frozenset[str]:
-        """The paths of the package's own endpoints: catalog, probe and callbacks."""
-        return self.config.own_paths
-
-    @property
-    def has_secret(self) -> bool:
-        """Whether a provider secret is configured (without one every hub request is refused)."""
-        return self.middleware.verifier is not None
-
-    # -- compiled views of the app ------------------------------------------------
-
-    def registry(self) -> Registry:
-        """The compiled tools; rebuilt if routes were added since the last build.
-
-        Flask refuses new routes once it has handled a request, so a registry
-        built after that is final and the check is skipped (counting the
-        rules is not free on a large app).
-        """
-        current = self._registry
-        if current is not None:
-            if self._final:
-                return current
-            if current.rule_count == _rule_count(self.app):
-                self._final = bool(getattr(self.app, "_got_first_request", False))
-                return current
-        with self._lock:
-            current = self._registry
-            if current is None or current.rule_count != _rule_count(self.app):
-                started = bool(getattr(self.app, "_got_first_request", False))
-                current = build_registry(self.app, self.ext.authorizer_func is not None, self.config)
-                install_gates(self, current)
-                self._registry = current
-                self._catalog = None
-                self._final = started
-        return current
-
-    def catalog(self, *, log_findings: bool = True) -> Catalog:
-        """The catalog of the current registry, memoised with it (and with the path map).
-
-        Its findings are logged once per process when it is built;
-        ``log_findings=False`` counts them as shown without logging them
-        (``flask bailing check`` prints them itself).
-        """
-        registry = self.registry()
-        paths = self.path_map()
-        catalog = self._catalog
-        if catalog is not None and self._registry is registry and catalog.path_map == paths:
-            if not log_findings:
-                self._log_findings(catalog, emit=False)
-            return catalog
-        with self._lock:
-            if (self._catalog is None or self._registry is not registry
-                    or self._catalog.path_map != paths):
-                catalog = build_catalog(
-                    registry,
-                    title=self.config.catalog_title or self.app.name,
-                    version=self.config.catalog_version,
-                    probe_path=self.config.probe_path,
-                    path_map=paths,
-                )
-                self._catalog = catalog
-                self._log_findings(catalog, emit=log_findings)
-            else:
-                catalog = self._catalog
-                if not log_findings:
-                    self._log_findings(catalog, emit=False)
-        return catalog
-
-    def path_map(self) -> PathMap | None:
-        """How routes become catalog paths under ``BAILING_BASE_URL``; ``None`` when unset.
-
-        The mount prefix is the request's (``BAILING_PUBLIC_PREFIX``, else
-        ``SCRIPT_NAME``); outside a request (CLI) ``BAILING_PUBLIC_PREFIX``,
-        else Flask's ``APPLICATION_ROOT``.
-        """
-        return path_map_for(self.middleware, self.app, request.environ if has_request_context() else None)
-
-    def _log_findings(self, catalog: Catalog, emit: bool = True) -> None:
-        for finding in catalog.findings:
-            key = ("finding", finding.code, finding.path)
-            if not emit:
-                self._warned.add(key)
-            elif finding.severity == "error":
-                self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message,
-                               level=logging.ERROR)
-            elif finding.severity == "warning":
-                self.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message)
-        for excluded in catalog.excluded:
-            if not emit:
-                self._warned.add(("excluded", excluded))
-                continue
-            self.warn_once(("excluded", excluded),
-                           "bailing: %s is left out of the served catalog because of the errors above",
-                           excluded, level=logging.ERROR)
-
-    def warn_once(
-        self, key: Any, message: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False
-    ) -> None:
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        logger.log(level, message, *args, exc_info=exc_info)
-
-    # -- responses ---------------------------------------------------------------
-
-    def error_response(self, info: ErrorInfo) -> Response:
-        """Render a refusal, through the app's ``@bailing.error_handler`` if any."""
-        handler = self.ext.error_handler_func
-        if handler is not None:
-            rendered = call_sync(handler, info)
-            if rendered is not None:
-                response = self.app.make_response(rendered)
-                response.headers[REASON_HEADER] = info.reason
-                return response
-        return json_response(info.payload(), info.status,
-                             {"Cache-Control": "no-store", REASON_HEADER: info.reason})
-
-    def render_signature_error(self, error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes] | None:
-        """Middleware refusals go through the same hook (inside an app context)."""
-        if self.ext.error_handler_func is None:
-            return None
-        info = ErrorInfo(error.status, error.reason, error.message)
-        with self.app.app_context():
-            response = self.error_response(info)
-            return response.status_code, list(response.headers.items()), response.get_data()
-
-    def signature_refused(self, error: SignatureError, environ: dict[str, Any], path: str) -> None:
-        """The middleware refused a signed request: audit it and send the signal."""
-        from bailing_flask.audit import signature_refusal
-
-        try:
-            signature_refusal(self, error, environ, path)
-        except Exception:  # never let the audit turn a 401 into a 500
-            self.warn_once("refusal_audit_failed", "bailing: auditing a refused request failed",
-                           level=logging.ERROR, exc_info=True)
-
-    # -- the hub's other direction ---------------------------------------------------
-
-    def callback_verifier(self) -> Any:
-        """The verifier of hub -> business POSTs (client token, milliseconds)."""
-        if self._callback_verifier is None:
-            from bailing_flask._pipeline.callbacks import build_verifier
-
-            self._callback_verifier = build_verifier(self)
-        return self._callback_verifier
-
-    def _first_client_token(self) -> str:
-        from bailing_flask.wire.signing import primary_secret
-
-        token = primary_secret(self.config.client_tokens)
-        if token is None:
-            raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
-        return token
-
-    def hub_client(self) -> HubClient:
-        from bailing_flask.hub.client import HubClient
-
-        hub_url = self.config.hub_url
-        if not hub_url:
-            raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
-        # decisions the hub accepts are recorded, for business_approval tools
-        return HubClient(hub_url, self._first_client_token(),
-                         on_decision=self.approvals().record_decision)
-
-    def approvals(self) -> BusinessApprovals:
-        """Approval requests this app received and the decisions it sent."""
-        if self._approvals is None:
-            from bailing_flask.approvals import BusinessApprovals
-
-            self._approvals = BusinessApprovals(self)
-        return self._approvals
-
-    def chat_widget(self, entry: str, uid: str | None = None, *, chat_only: bool = False,
-                    **attrs: Any) -> Any:
-        """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket.
-
-        ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
-        """
-        from bailing_flask.hub.tickets import sign_ticket, widget_script_tag
-
-        hub_url = self.config.hub_url
-        if not hub_url:
-            raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
-        ticket = sign_ticket(self._first_client_token(), uid, chat_only=chat_only) if uid else None
-        return widget_script_tag(hub_url, entry, ticket, **attrs)
-
-    # -- side effects ----------------------------------------------------------------
-
-    def run_side_effect(self, tool: Any, call: Any, execute: Callable[[], Response]) -> Response:
-        """Run the view, de-duplicated when the tool has side effects (see idempotency)."""
-        return self.idempotency.run(tool, call, execute)
+def _signature_refused(state: BailingState, error: Any, environ: dict[str, Any], path: str) -> None:
+    """The middleware refused a signed request: audit it and send the signal."""
+    try:
+        signature_refusal(state, error, environ, path)
+    except Exception:  # never let the audit turn a 401 into a 500
+        state.warn_once("refusal_audit_failed", "bailing: auditing a refused request failed",
+                        level=logging.ERROR, exc_info=True)
 
 
-class Bailing:
+def _chat_widget(state: BailingState, entry: str, uid: str | None = None, **attrs: Any) -> Any:
+    """Template global ``bailing_chat_widget(entry, uid)`` (the hub's modules load on first use)."""
+    from bailing_flask.hub.tickets import chat_widget
+
+    return chat_widget(state.config, entry, uid, **attrs)
+
+
+class Bailing(Callbacks):
     """The BailingHub integration for a Flask app.
 
     :param app: the app, or ``None`` to call :meth:`init_app` later.
@@ -332,14 +117,8 @@ class Bailing:
     """
 
     def __init__(self, app: Flask | None = None, **options: Unpack[BailingKwargs]) -> None:
+        super().__init__()  # the registered callbacks: every app's state reads them
         self._options: dict[str, Any] = {option_key(name): value for name, value in options.items()}
-        self.callback_handlers: dict[str, Callable[[Any], Any]] = {}
-        self.authorizer_func: Callable[..., Any] | None = None
-        self.subject_loader_func: Callable[[str], Any] | None = None
-        self.error_handler_func: Callable[[ErrorInfo], Any] | None = None
-        #: called by the gate with every :class:`ToolCall` it is about to admit
-        #: (integrations); an :class:`ErrorInfo` returned refuses the call
-        self.admission_hooks: list[Callable[[Any], ErrorInfo | None]] = []
         if app is not None:
             self.init_app(app)
 
@@ -365,7 +144,7 @@ class Bailing:
             require_signature=config.require_signature,
             raw_target=config.raw_target,
             error_renderer=lambda error: state_holder[0].render_signature_error(error),
-            on_refuse=lambda error, environ, path: state_holder[0].signature_refused(error, environ, path),
+            on_refuse=lambda error, environ, path: _signature_refused(state_holder[0], error, environ, path),
             verified_elsewhere=config.callback_paths,
             elsewhere_max_body_size=config.callback_max_body_size,
             body_timeout=config.body_timeout,
@@ -376,8 +155,11 @@ class Bailing:
             missing_secret="refuse",
         )
         app.wsgi_app = middleware  # type: ignore[method-assign]
-        state = BailingState(self, app, middleware, config)
+        state = BailingState(app, config, middleware, self)
         state.audit_sink = audit_sink
+        state.idempotency = Idempotency(state, _transaction_mode)
+        state.run_declared_view = run_declared_view
+        state.on_compile = install_gates
         state_holder.append(state)
         app.extensions[EXTENSION_KEY] = state
         log_at_init(state, problems)
@@ -391,7 +173,7 @@ class Bailing:
         app.teardown_request(forget_bridged_user)
         if config.csrf_exempt:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
-        app.jinja_env.globals["bailing_chat_widget"] = state.chat_widget
+        app.jinja_env.globals["bailing_chat_widget"] = functools.partial(_chat_widget, state)
         app.cli.add_command(_CommandsOnUse("bailing"))
         if config.otel:
             from bailing_flask.otel import instrument
@@ -424,14 +206,14 @@ class Bailing:
             # Flask dispatches; once final this is a flag check
             try:
                 if compiled:
-                    state.registry()
+                    registry_of(state)
                     ensure_gate(state, request.endpoint)
                 else:
                     compiled.append(True)
                     if config.csrf_exempt:
                         # CSRFProtect initialised after Bailing: its check runs after this hook
                         exempt_tool_calls_from_csrf(app)
-                    state.catalog()  # compile early so declaration problems are logged at start-up
+                    catalog_of(state)  # compile early so declaration problems are logged at start-up
                     check_at_first_request(state)  # handlers and templates registered since init_app
             except Exception:
                 state.warn_once("registry_failed", "bailing: the tools could not be compiled",
@@ -548,19 +330,15 @@ class Bailing:
         """
         from flask import current_app
 
-        return self.state(app or current_app._get_current_object()).hub_client()  # type: ignore[attr-defined]
+        return hub_client_of(state_of(app or current_app._get_current_object()))  # type: ignore[attr-defined]
 
     def approvals(self, app: Flask | None = None) -> BusinessApprovals:
         """The approval requests this app received, and its decisions (see :mod:`~bailing_flask.approvals`)."""
         from flask import current_app
 
-        return self.state(app or current_app._get_current_object()).approvals()  # type: ignore[attr-defined]
+        return approvals_of(state_of(app or current_app._get_current_object()))  # type: ignore[attr-defined]
 
     # -- accessors ----------------------------------------------------------------------
-
-    @staticmethod
-    def state(app: Flask) -> BailingState:
-        return state_of(app)
 
     @staticmethod
     def config(app: Flask | None = None) -> Config:

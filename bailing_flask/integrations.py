@@ -48,9 +48,11 @@ from bailing_flask._state import EXTENSION_KEY
 from bailing_flask.context import TOOL_CALL_KEY, ToolCall
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.wire.middleware import ENVIRON_KEY, VerifiedCall
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
 
 __all__ = [
     "is_tool_call",
@@ -108,7 +110,7 @@ def is_tool_call() -> bool:
         state = _state()
         if state is not None:
             try:
-                result = state.registry().lookup(request.url_rule.endpoint, request.method) is not None
+                result = registry_of(state).lookup(request.url_rule.endpoint, request.method) is not None
             except Exception:  # the gate answers catalog_unavailable for such a request
                 logger.debug("bailing: is_tool_call: the registry could not be built", exc_info=True)
     environ[_IS_TOOL_CALL_KEY] = result
@@ -170,7 +172,7 @@ def _first_arrival(environ: dict[str, Any], signature: str) -> bool:
     if state is None:
         return True
     try:
-        return state.idempotency.first_arrival(environ, signature)
+        return idempotency_of(state).first_arrival(environ, signature)
     except Exception as exc:  # the store is down: count the call for its subject, as before
         state.warn_once("rate_limit_store", "bailing: rate_limit_key could not ask the store "
                         "whether a call is a replay (%s); replays count for their subject until "
@@ -457,7 +459,7 @@ class FlaskLoginBridge:
             return None
         if call.user is not None and not all(hasattr(call.user, a) for a in _LOGIN_ATTRIBUTES):
             state = _state()
-            loader = state.ext.subject_loader_func if state is not None else None
+            loader = state.callbacks.subject_loader_func if state is not None else None
             problem = login_user_problem(loader, call.user) or "the subject loader's user"
             if state is not None:
                 state.warn_once(("login_user", type(call.user).__name__),

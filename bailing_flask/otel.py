@@ -42,7 +42,7 @@ from bailing_flask.audit import SPAN_KEY, finish_failed
 from bailing_flask.errors import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Tool
     from bailing_flask.wire.middleware import VerifiedCall
 

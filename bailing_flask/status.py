@@ -28,9 +28,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bailing_flask.config_check import check_all, secret_items, widget_templates
 from bailing_flask.settings import CALLBACK_NAMES, SETTINGS
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
+from bailing_flask._pipeline.catalog import catalog_of
+from bailing_flask.approvals import approvals_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
 
 __all__ = ["collect_status", "render_status", "redacted_url", "redis_persistence"]
 
@@ -122,7 +126,7 @@ def _store(state: BailingState) -> dict[str, Any]:
     report: dict[str, Any] = {"backend": None, "reachable": False, "error": None,
                               "persistence": None}
     try:
-        store = state.idempotency.store()
+        store = idempotency_of(state).store()
     except Exception as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"
         return report
@@ -143,12 +147,12 @@ def _store(state: BailingState) -> dict[str, Any]:
 
 def _catalog(state: BailingState) -> dict[str, Any]:
     try:
-        catalog = state.catalog()
+        catalog = catalog_of(state)
     except Exception as exc:
         return {"tools": None, "error": f"{type(exc).__name__}: {exc}"}
     served = catalog.served_bytes
     return {
-        "tools": len(state.registry().tools),
+        "tools": len(registry_of(state).tools),
         "served_tools": sum(len(ops) for ops in catalog.served.get("paths", {}).values()),
         "excluded": list(catalog.excluded),
         "catalog_bytes": len(served),
@@ -159,7 +163,7 @@ def _catalog(state: BailingState) -> dict[str, Any]:
 
 def _approvals(state: BailingState) -> dict[str, Any]:
     try:
-        pending = state.approvals().pending(limit=1000)
+        pending = approvals_of(state).pending(limit=1000)
     except Exception as exc:
         return {"pending": None, "error": f"{type(exc).__name__}: {exc}"}
     return {"pending": len(pending),
@@ -185,7 +189,7 @@ def collect_status(state: BailingState) -> dict[str, Any]:
 
     has_tokens = bool(secret_items(state.config.client_tokens))
     handlers = {
-        kind: {"registered": kind in state.ext.callback_handlers,
+        kind: {"registered": kind in state.callbacks.callback_handlers,
                "path": state.config.callback_path(kind), "client_token": has_tokens}
         for kind in CALLBACK_NAMES
     }

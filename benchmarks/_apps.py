@@ -43,6 +43,8 @@ from typing import Any, Literal, NamedTuple
 
 from flask import Flask, Response, g, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 SECRET = "bench-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 SUBJECT = "u-179"
@@ -396,8 +398,8 @@ def catalog_socket_app() -> Any:
     from .bench_catalog import make_app
 
     app, _bailing, inner = make_app(int(os.environ.get("BENCH_CATALOG_TOOLS", "1000")))
-    state = Bailing.state(app)
-    payload = state.catalog().served_bytes
+    state = state_of(app)
+    payload = catalog_of(state).served_bytes
 
     def plain_catalog() -> Response:
         response = Response(payload, status=200)
@@ -406,7 +408,7 @@ def catalog_socket_app() -> Any:
         return response
 
     app.add_url_rule(CATALOG_PLAIN_PATH, "bench_plain_catalog", plain_catalog)
-    state.catalog()  # the new rule changes the rule count: rebuild once, before serving
+    catalog_of(state)  # the new rule changes the rule count: rebuild once, before serving
     outer = app.wsgi_app
 
     def dispatch(environ: dict[str, Any], start_response: Any) -> Any:

@@ -78,6 +78,8 @@ from bailing_flask.testing import HubSimulator
 from . import _apps
 from ._harness import Result, compare, ratio_result, skipped_result
 from ._wsgi import FreshCalls, HubSigner, call_once
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 GROUP = "idempotency"
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -143,7 +145,7 @@ def _compare_store(name: str, app: Flask, *, io_bound: bool, target: float | Non
         extra={
             f"{name}_us_per_call": round(statistics.median(per_round[name]) / 1000, 1),
             "off_us_per_call": round(statistics.median(per_round["off"]) / 1000, 1),
-            "store": repr(Bailing.state(app).idempotency.store()),
+            "store": repr(idempotency_of(state_of(app)).store()),
             "new_calls_made": on.calls,
             **extra,
         },
@@ -199,7 +201,7 @@ def fsync_child(db: str, calls: int, route: str, mode: str, defer: bool = False)
         status, _h, payload = call_once(app, env, signer.template.body)
         if not status.startswith("200"):
             raise AssertionError(f"{status} {payload[:200]!r}")
-    store = Bailing.state(app).idempotency.store()
+    store = idempotency_of(state_of(app)).store()
     store.flush()
     out: dict[str, Any] = {"transactions": counter["transactions"] - before, "pid": os.getpid()}
     conn = getattr(getattr(store, "_local", None), "conn", None)
@@ -414,7 +416,7 @@ def count_round_trips(redis_url: str, redis_port: int, calls: int, defer: bool =
     finally:
         stats_client.close()
         try:
-            Bailing.state(app).idempotency.store().close()
+            idempotency_of(state_of(app)).store().close()
         except Exception:  # noqa: BLE001 - best effort
             pass
         proxy.close()
@@ -520,7 +522,7 @@ def run(quick: bool = False) -> list[Result]:
     finally:
         for app in apps:
             try:
-                Bailing.state(app).idempotency.store().close()
+                idempotency_of(state_of(app)).store().close()
             except Exception as exc:  # noqa: BLE001 - best effort at the end of a benchmark
                 print(f"[{GROUP}] warning: closing a store failed: {exc!r}", file=sys.stderr)
         if redis is not None:

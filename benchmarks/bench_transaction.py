@@ -55,6 +55,8 @@ from bailing_flask.testing import HubSimulator
 from . import _apps
 from ._harness import Result, compare, ratio_result, skipped_result
 from ._wsgi import FreshCalls, HubSigner, call_once
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 GROUP = "transaction"
 HERE = Path(__file__).resolve().parent
@@ -160,7 +162,7 @@ def dispose(app: Flask) -> None:
     with app.app_context():
         app.extensions["bench_db"].engine.dispose()
     try:
-        Bailing.state(app).idempotency.store().close()
+        idempotency_of(state_of(app)).store().close()
     except Exception:  # noqa: BLE001 - best effort at the end of a benchmark
         pass
 

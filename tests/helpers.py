@@ -21,6 +21,7 @@ import pytest
 from bailing_flask.testing import HubRequest
 
 from typing import Any
+from bailing_flask._state import state_of
 
 #: The secret of the hub's frozen test vectors (the hub's published test vectors).
 HUB_SECRET = "bailing-test-secret"
@@ -96,7 +97,7 @@ def reconfigure(app: Any, **changes: Any) -> None:
 
     from bailing_flask import Bailing
 
-    state = Bailing.state(app)
+    state = state_of(app)
     state.config = dataclasses.replace(state.config, **changes)
 
 

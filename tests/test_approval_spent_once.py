@@ -38,6 +38,9 @@ from bailing_flask.testing import HubRequest, HubResponse, HubSimulator
 from .apps import approval_app
 from .apps.approval_app import SUBJECT, create_app, transfers
 from .helpers import STRONG_SECRET, resigned
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
+from bailing_flask.approvals import approvals_of
 
 CLIENT_TOKEN = "client-token-spent-once-0123456789abcdef"
 ARGS = {"amount": 100, "to": "bob"}
@@ -294,7 +297,7 @@ def test_the_audit_names_the_approval_a_call_spent_and_refuses_the_others(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("admitted another call already (used)" in message for message in warnings)
     with app.app_context():
-        record = Bailing.state(app).approvals().get(911)
+        record = approvals_of(state_of(app)).get(911)
     assert record is not None and record.used_by is not None and record.used_by.startswith("idem:")
 
 
@@ -305,7 +308,7 @@ def test_a_store_that_cannot_spend_approvals_fails_closed(
         """A store written before approvals could be spent."""
 
     Earlier.claim_approved = IdempotencyStore.claim_approved  # type: ignore[method-assign]
-    Bailing.state(app).idempotency._store = Earlier()
+    idempotency_of(state_of(app))._store = Earlier()
     job = str(uuid.uuid4())
     Deployment([hub], fake_hub[0], lambda: 0).approve("transfer", job, 921)
     with caplog.at_level(logging.ERROR, logger="bailing_flask"):
@@ -353,5 +356,5 @@ def test_a_view_that_commits_by_itself_still_spends_the_approval(
     assert_used(hub.replay(resigned(STRONG_SECRET, approved, EQUIVALENT[3])), EQUIVALENT[3])
     assert approval_app.query("sqlite3", database, "SELECT COUNT(*) FROM transfers") == [(1,)]
     with app.app_context():
-        record = Bailing.state(app).approvals().get(941)
+        record = approvals_of(state_of(app)).get(941)
     assert record is not None and record.used_by is not None

@@ -16,6 +16,8 @@ from bailing_flask.testing import HubSimulator
 
 from .apps.async_app import CLIENT_TOKEN, create_app
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 @pytest.fixture
@@ -114,7 +116,7 @@ def test_without_flask_async_an_async_view_is_an_error_finding(without_asgiref):
     async def a() -> Any:
         return {}
 
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     codes = {(f.code, f.severity) for f in catalog.findings}
     assert ("async_view_without_flask_async", "error") in codes
     assert catalog.excluded == ["GET /a"]

@@ -38,6 +38,8 @@ from .helpers import STRONG_SECRET, raw_request
 from .test_callback_limits import CLIENT_TOKEN, JOB_PATH, LIMIT, CountingInput
 from .test_callback_limits import make_app as callback_app
 from .test_signed_is_routed import HTTPMethodOverrideMiddleware
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
 
 SECRET_ORDER = b"order 1 of alice: 3x gold bars"
 
@@ -135,7 +137,7 @@ def test_a_caching_wrapper_added_after_the_gates_keeps_running_before_the_gate()
         call = get_current_call()
         return jsonify(data=f"orders of {call.subject if call else 'nobody'}")
 
-    Bailing.state(app).registry()  # the gates are installed (as on a first request)
+    registry_of(state_of(app))  # the gates are installed (as on a first request)
     app.view_functions["my_orders"] = cache.cached(timeout=300)(app.view_functions["my_orders"])
 
     @app.get("/health")

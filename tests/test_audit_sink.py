@@ -34,6 +34,7 @@ from bailing_flask.testing import HubSimulator, signed_headers
 
 from ._servers import gunicorn_serving, uwsgi_serving
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the longest string a record may hold: a cut one keeps MAX_FIELD_CHARS and says how long it was
@@ -322,7 +323,7 @@ def test_a_stream_gets_the_same_lines(tmp_path: Path) -> None:
 def test_the_setting_takes_a_sink_or_a_path_and_refuses_anything_else(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     app = create_app(str(path))
-    sink = Bailing.state(app).audit_sink
+    sink = state_of(app).audit_sink
     assert isinstance(sink, JsonLinesSink) and sink.target == str(path)
     HubSimulator(app, STRONG_SECRET).call("note", {"text": "n"}, subject="t1:u1")
     sink.close()
@@ -330,7 +331,7 @@ def test_the_setting_takes_a_sink_or_a_path_and_refuses_anything_else(tmp_path: 
     keyword = Flask("keyword")
     keyword.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
     Bailing(keyword, audit_sink=str(path))
-    assert Bailing.state(keyword).audit_sink is not None
+    assert state_of(keyword).audit_sink is not None
     with pytest.raises(ConfigurationError, match="BAILING_AUDIT_SINK must be a bailing_flask.audit.JsonLinesSink"):
         create_app(42)
     with pytest.raises(ConfigurationError, match="max_queued"):

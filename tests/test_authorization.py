@@ -12,6 +12,8 @@ from bailing_flask.signals import tool_called, tool_denied
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 def test_allowed_subject_reads_its_own_tenant(hub):
@@ -101,12 +103,12 @@ def test_tool_without_any_authorizer_answers_403_and_is_logged():
     response = app.test_client().get("/open", headers=signed_headers(STRONG_SECRET, "GET", "/open"))
     assert response.status_code == 403
     assert response.json["reason"] == "no_authorizer"
-    assert [f.code for f in Bailing.state(app).catalog().errors] == ["no_authorizer"]
+    assert [f.code for f in catalog_of(state_of(app)).errors] == ["no_authorizer"]
 
 
 def test_scope_comes_from_our_declaration_not_the_unsigned_header(authz_app):
     seen = []
-    bailing = Bailing.state(authz_app).ext
+    bailing = state_of(authz_app).callbacks
     original = bailing.authorizer_func
 
     def spy(call):
@@ -121,7 +123,7 @@ def test_scope_comes_from_our_declaration_not_the_unsigned_header(authz_app):
 
 
 def test_error_handler_restyles_every_refusal(authz_app, hub):
-    bailing = Bailing.state(authz_app).ext
+    bailing = state_of(authz_app).callbacks
     seen = []
 
     @bailing.error_handler

@@ -22,6 +22,8 @@ from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
 from .apps.doctor_apps import ForwardingProxy, create_shop_app, strip_prefix
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 ORIGIN = "https://shop.example.com"
 CATALOG = "/.well-known/bailing/tools.json"
@@ -61,10 +63,10 @@ def test_a_base_url_the_hub_would_send_differently_is_refused_at_start_up(value)
 
 
 def test_a_base_url_that_matches_the_mount_changes_nothing():
-    plain = Bailing.state(create_shop_app()).catalog().served_bytes
+    plain = catalog_of(state_of(create_shop_app())).served_bytes
     for value in (ORIGIN, ORIGIN + "/", "http://127.0.0.1:8000"):
         app = create_shop_app(BAILING_BASE_URL=value)
-        assert Bailing.state(app).catalog().served_bytes == plain
+        assert catalog_of(state_of(app)).served_bytes == plain
 
 
 # --- DispatcherMiddleware ---------------------------------------------------------------------------
@@ -144,7 +146,7 @@ def deep_app() -> Flask:
 
 def test_routes_under_a_deeper_base_url_lose_its_path_and_the_rest_are_errors(live_server):
     app = deep_app()
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     assert list(catalog.served["paths"]) == ["/orders"]
     assert "x-bailing-authz-probe" not in catalog.served
     codes = {(f.code, f.path) for f in catalog.findings}

@@ -25,6 +25,9 @@ from bailing_flask.hub.payloads import ApprovalRequest
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET, reconfigure
+from bailing_flask._state import state_of
+from bailing_flask.approvals import hub_client_of
+from bailing_flask.approvals import approvals_of
 
 CLIENT_TOKEN = "client-token-business-approvals-0123456789"
 JOB = "6f1c2b1e-8d0a-4c7e-9a53-2f4b8c1d9e01"
@@ -96,7 +99,7 @@ def app() -> Flask:
 
 def approve(app: Flask, approval_id: int, decision: str = "approved") -> Any:
     with app.app_context():
-        return Bailing.state(app).approvals().decide(approval_id, decision, approver="finance-1")
+        return approvals_of(state_of(app)).decide(approval_id, decision, approver="finance-1")
 
 
 def pay(hub: HubSimulator, request_id: Any = 7, *, subject: str = "t1:u1", job_id: str = JOB,
@@ -212,9 +215,9 @@ def test_a_denied_call_stays_refused_and_a_later_approval_conflicts(
     assert pay(bailing_hub).json()["approval"] == "denied"
     with pytest.raises(HubConflictError):
         with app.app_context():
-            Bailing.state(app).approvals().decide(604, "approved", approver="boss",
+            approvals_of(state_of(app)).decide(604, "approved", approver="boss",
                                                   decision_id="oa:604:again")
-    record = Bailing.state(app).approvals().get(604)
+    record = approvals_of(state_of(app)).get(604)
     assert record is not None and record.status == "denied"
     assert pay(bailing_hub).status == 403
 
@@ -242,7 +245,7 @@ def test_an_approval_request_this_app_never_received_does_not_count(
         subject="t1:u1", job_id=JOB, approval_id=606)
     bailing_fake_hub.register_approval_request(payload, client_token=CLIENT_TOKEN, client_app_id="crm")
     with app.app_context(), caplog.at_level(logging.WARNING, logger="bailing_flask"):
-        Bailing.state(app).hub_client().decide_approval(payload, "approved", approver="x",
+        hub_client_of(state_of(app)).decide_approval(payload, "approved", approver="x",
                                                         decision_id="oa:606")
     assert "never received" in caplog.text
     assert pay(bailing_hub).json()["approval"] == "missing"
@@ -261,7 +264,7 @@ def test_arguments_cut_by_the_hub_are_compared_by_their_hash(
     assert sent.status == 200, sent.text
     (request,) = app.extensions["received"]
     assert request.args_truncated and request.variant == variant
-    record = Bailing.state(app).approvals().get(607)
+    record = approvals_of(state_of(app)).get(607)
     assert record is not None and record.status == "approved" and record.args_truncated
     assert pay(hub, note=long_note, amount=20).status == 201
     assert pay(hub, note=long_note + "!", amount=20).json()["approval"] == "arguments_differ"

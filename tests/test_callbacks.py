@@ -20,6 +20,7 @@ from bailing_flask.reasons import REASONS
 
 from .helpers import STRONG_SECRET, raw_request, reconfigure
 from bailing_flask.hub.fake import FakeHub
+from bailing_flask._state import state_of
 
 CLIENT_TOKEN = "client-token-0123456789-abcdefghijklmnop"
 JOB_PATH = "/.well-known/bailing/callbacks/job"
@@ -184,7 +185,7 @@ def test_deciding_an_approval_through_the_hub_client(live_server):
     try:
         received = []
         app = make_app(received, BAILING_HUB_URL=f"http://127.0.0.1:{server.server_port}")
-        bailing = Bailing.state(app).ext
+        bailing = state_of(app).callbacks
         base = live_server(app)
         assert hub_post(base, APPROVAL_PATH, APPROVAL)[0] == 200
         ((_, approval),) = received

@@ -15,12 +15,15 @@ from bailing_flask._pipeline.catalog import serialize
 
 from .apps.catalog_app import create_app
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 GOLDEN = Path(__file__).parent / "golden" / "catalog.json"
 
 
 def document(app: Flask) -> dict:
-    return Bailing.state(app).catalog().document
+    return catalog_of(state_of(app)).document
 
 
 def test_catalog_matches_the_golden_file():
@@ -36,14 +39,14 @@ def test_catalog_is_valid_openapi_3_0():
 
 
 def test_catalog_has_no_findings_beyond_expected_ones():
-    catalog = Bailing.state(create_app()).catalog()
+    catalog = catalog_of(state_of(create_app()))
     assert catalog.errors == []
     assert catalog.excluded == []
 
 
 def test_same_app_same_bytes():
-    first = Bailing.state(create_app()).catalog().served_bytes
-    second = Bailing.state(create_app()).catalog().served_bytes
+    first = catalog_of(state_of(create_app())).served_bytes
+    second = catalog_of(state_of(create_app())).served_bytes
     assert first == second
 
 
@@ -63,17 +66,17 @@ def test_every_operation_carries_the_capability_fields():
 
 def test_routes_added_before_first_request_are_not_missed():
     app = create_app()
-    state = Bailing.state(app)
-    before = {t.name for t in state.registry().tools}
+    state = state_of(app)
+    before = {t.name for t in registry_of(state).tools}
 
     @app.get("/late")
     @tool(scope="late.read")
     def late():
         return "x"
 
-    after = {t.name for t in state.registry().tools}
+    after = {t.name for t in registry_of(state).tools}
     assert after - before == {"late"}
-    assert "/late" in state.catalog().document["paths"]
+    assert "/late" in catalog_of(state).document["paths"]
 
 
 def test_duplicate_names_are_errors_naming_both_and_are_not_served():
@@ -97,7 +100,7 @@ def test_duplicate_names_are_errors_naming_both_and_are_not_served():
     def fine():
         return "c"
 
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     (error,) = catalog.errors
     assert (error.code, error.path) == ("duplicate_tool_name", "GET /b")
     assert "first" in error.message and "second" in error.message
@@ -115,7 +118,7 @@ def test_tool_without_authorizer_is_an_error_and_not_served():
     def first():
         return "a"
 
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     assert [f.code for f in catalog.errors] == ["no_authorizer"]
     assert catalog.served["paths"] == {}
 
@@ -142,7 +145,7 @@ def test_trusted_lint_of_our_own_document_finds_the_same_problems():
     def bad(rest):
         return "x"
 
-    document = Bailing.state(app).catalog().document
+    document = catalog_of(state_of(app)).document
     def key(finding):
         return (finding.severity, finding.code, finding.path, finding.message)
 

@@ -13,6 +13,8 @@ from bailing_flask.testing import catalog_headers
 
 from .apps.catalog_app import create_app
 from .helpers import STRONG_SECRET, raw_request
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 PATH = "/.well-known/bailing/tools.json"
 
@@ -23,7 +25,7 @@ def test_signed_fetch_gets_the_catalog_with_no_store():
     assert response.status_code == 200
     assert response.headers["Content-Type"] == "application/json; charset=utf-8"
     assert response.headers["Cache-Control"] == "private, no-store"
-    assert response.data == Bailing.state(app).catalog().served_bytes
+    assert response.data == catalog_of(state_of(app)).served_bytes
     assert "/api/orders" in response.json["paths"]
 
 

@@ -11,6 +11,8 @@ from bailing_flask import Bailing, tool
 from .apps.authz_app import create_app as create_authz_app
 from .apps.catalog_app import create_app as create_catalog_app
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 def broken_app() -> Flask:
@@ -32,7 +34,7 @@ def test_export_writes_the_catalog(tmp_path):
     out = tmp_path / "tools.json"
     result = app.test_cli_runner().invoke(args=["bailing", "export", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_bytes()) == Bailing.state(app).catalog().document
+    assert json.loads(out.read_bytes()) == catalog_of(state_of(app)).document
 
 
 def test_export_to_stdout():

@@ -15,8 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bailing_flask"
 _SITE = re.compile(r"""(?:\bfinding|\._report|\.add|_HubCrash)\(\s*f?"([a-z0-9_{}]+)"(?:,\s*([^,()]+))?(?:,\s*"([a-z]+)")?""")
 
 
-#: a module that makes findings imports them from the table, at its top or where it makes
-#: them (``lint/`` itself: ``from .codes``)
+#: a module that makes findings imports them from the table (``lint/`` itself: ``from .codes``)
 _MAKES_FINDINGS = re.compile(r"^[ \t]*from (?:\.+|bailing_flask\.)(?:lint\.)?codes import .*\bfinding\b", re.MULTILINE)
 
 

@@ -11,6 +11,7 @@ from bailing_flask.testing import HubSimulator, signed_headers
 
 from .helpers import STRONG_SECRET
 from .apps.legacy_app import create_app, notes
+from bailing_flask._state import state_of
 
 
 def logged_in(app: Flask, name: str = "alice") -> tuple[Any, str]:
@@ -79,7 +80,7 @@ def test_the_hubs_posts_to_the_packages_own_endpoints_are_not_csrf_checked():
     token = "client-token-0123456789-abcdefghijklmnop"
     app = create_app(BAILING_CLIENT_TOKENS=[token])
     finished: list[str] = []
-    Bailing.state(app).ext.job_finished(lambda job: finished.append(job.job_id))
+    state_of(app).callbacks.job_finished(lambda job: finished.append(job.job_id))
     body = json.dumps({"job_id": "job-9", "request_id": "r", "status": "done",
                        "updated_at": "2026-01-01T00:00:00Z"}).encode()
     ts = str(int(time.time() * 1000))

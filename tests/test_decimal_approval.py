@@ -20,6 +20,8 @@ from bailing_flask.lint import lint_document
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 received: list[Any] = []
 
@@ -61,7 +63,7 @@ def make_app() -> Flask:
 
 def test_decimal_amounts_are_numbers_the_hub_can_compare():
     app = make_app()
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     assert catalog.excluded == []
     codes = {f.code for f in catalog.findings} | {f.code for f in lint_document(catalog.served)}
     assert "confirm_when_param_untyped" not in codes

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "exampl
 from existing_app.extensions import db, limiter  # noqa: E402
 from existing_app.factory import create_app  # noqa: E402
 from existing_app.models import Refund, User  # noqa: E402
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 def seeded(**config: Any) -> Flask:
@@ -97,7 +99,7 @@ def test_per_tool_limit_for_hub_users(hub):
 
 
 def test_the_decimal_amount_drives_approval(app):
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     assert catalog.excluded == []
     capability = catalog.served["paths"]["/api/v1/refunds"]["post"]["x-agent-capability"]
     assert capability["approval"]["when"] == [{"param": "amount", "op": ">", "value": 500}]

@@ -28,6 +28,8 @@ from .apps.doctor_apps import (
     redirect_path,
     strip_prefix,
 )
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 WELL_KNOWN = "/.well-known/bailing/tools.json"
 PROBE_PATH = "/.well-known/bailing/authz-probe"
@@ -76,7 +78,7 @@ def test_compressed_responses_are_read_like_fetch_reads_them(live_server):
     app.wsgi_app = gzip_responses(app.wsgi_app)  # type: ignore[method-assign]
     report = run_doctor(live_server(app), STRONG_SECRET, subject="t1:u1")
     assert report.ok and set(statuses(report).values()) == {"pass"}, report.render()
-    size = len(Bailing.state(app).catalog().served_bytes)
+    size = len(catalog_of(state_of(app)).served_bytes)
     assert f"JSON object, {size} bytes" in report.check("catalog.body").summary
 
 

@@ -23,6 +23,8 @@ from bailing_flask import Bailing, tool, tool_result
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET, raw_request
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 TOKEN = "tok-8c1d2e3f4a5b"
 EMAIL = "ann.private@example.com"
@@ -250,7 +252,7 @@ def test_a_stored_conflict_is_replayed_as_the_projected_bytes(app: Flask, hub: H
     assert first.status == again.status == 409
     assert again.headers["Idempotent-Replayed"] == "true" and again.body == first.body
     assert_no_leak(first.body)
-    stored = Bailing.state(app).idempotency.store().list()
+    stored = idempotency_of(state_of(app)).store().list()
     assert [entry.response.body for entry in stored] == [first.body]  # type: ignore[union-attr]
 
 

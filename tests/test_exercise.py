@@ -218,7 +218,7 @@ def test_the_exercise_leaves_the_apps_hooks_as_they_were():
         return {table: {key: list(funcs) for key, funcs in getattr(app, table).items()} for table in tables}
 
     before = hooks()
-    ext = app.extensions["bailing"].ext
+    ext = app.extensions["bailing"].callbacks
     loader, authorizer = ext.subject_loader_func, ext.authorizer_func
     unauthorized = app.login_manager.unauthorized
     run_exercise(app, subject="t1:alice")

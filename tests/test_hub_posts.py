@@ -260,7 +260,10 @@ def test_the_plugin_tests_an_approver_end_to_end(pytester: pytest.Pytester) -> N
 
         def test_the_hub_rules_apply(app, bailing_hub, bailing_fake_hub):
             sent = bailing_hub.send_approval_request("refund", {"amount": 20}, approval_id=42)
-            client = app.extensions["bailing"].ext.hub_client(app)
+            from bailing_flask.approvals import hub_client_of
+            from bailing_flask._state import state_of
+
+            client = hub_client_of(state_of(app))
             again = client.decide_approval(sent.request.json(), "approved", approver="finance",
                                            decision_id="oa:42")
             assert again.idempotent is True

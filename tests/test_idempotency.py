@@ -20,6 +20,9 @@ from bailing_flask.testing import HubRequest, HubSimulator
 
 from .helpers import STRONG_SECRET, reconfigure
 from .apps.idem_app import create_app, side_effects
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 ARGS = {"order_id": 7, "amount": 12.5}
 
@@ -115,7 +118,7 @@ def test_4xx_outcomes_are_stored_5xx_outcomes_are_uncertain(app, hub):
     assert hub.replay(broken).status == 503
     retried = hub.replay(broken)
     assert retried.status == 409 and retried.json()["reason"] == "idempotency_uncertain"
-    entry = Bailing.state(app).idempotency.store().get(identity(broken, "t1:u1"))
+    entry = idempotency_of(state_of(app)).store().get(identity(broken, "t1:u1"))
     assert entry is not None and entry.note == "the view answered HTTP 503"
 
 
@@ -138,7 +141,7 @@ def test_a_side_effect_that_raised_never_runs_again_by_itself(app, hub, caplog):
     assert [r.status for r in replays] == [409, 409, 409]
     assert {r.json()["reason"] for r in replays} == {"idempotency_uncertain"}
     assert rows(app) == 1
-    entry = Bailing.state(app).idempotency.store().get(identity(request, "t1:u1"))
+    entry = idempotency_of(state_of(app)).store().get(identity(request, "t1:u1"))
     assert entry is not None and entry.note == "the view raised RuntimeError"
     (logged,) = [r.getMessage() for r in caplog.records if "recorded as uncertain" in r.getMessage()]
     assert "RuntimeError" in logged and "payment gateway" not in logged  # the type, never the text
@@ -170,7 +173,7 @@ def test_a_failed_call_runs_again_only_once_an_operator_releases_it(app, hub, fa
     broken = hub.build_call("refund_create", {**ARGS, **failure}, subject="t1:u1")
     assert hub.replay(broken).status >= 500
     key = identity(broken, "t1:u1")
-    entry = Bailing.state(app).idempotency.store().get(key)
+    entry = idempotency_of(state_of(app)).store().get(key)
     assert entry is not None and entry.note in ("the view answered HTTP 503", "the view raised RuntimeError")
     again = hub.replay(broken)
     assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
@@ -188,7 +191,7 @@ def test_read_only_tools_are_not_recorded(app, hub):
     first = hub.call("refund_count", subject="t1:u1", job_id=job)
     second = hub.call("refund_count", subject="t1:u1", job_id=job)
     assert REPLAY_HEADER not in first.headers and REPLAY_HEADER not in second.headers
-    recorded = [e.meta.job_id for e in Bailing.state(app).idempotency.store().list(limit=1000)]
+    recorded = [e.meta.job_id for e in idempotency_of(state_of(app)).store().list(limit=1000)]
     assert job not in recorded
 
 
@@ -212,7 +215,7 @@ def test_a_repeat_while_the_first_still_runs_is_409(tmp_path, store_url):
 def test_an_unfinished_entry_becomes_uncertain_after_its_lease(app, hub):
     reconfigure(app, idempotency_lease=0.2)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
-    store = Bailing.state(app).idempotency.store()
+    store = idempotency_of(state_of(app)).store()
     # a worker reserved the call, started the side effect, and died
     store.reserve(identity(request, "t1:u1"), token="dead-worker", lease_seconds=0.2,
                   retention_seconds=60, meta=EntryMeta(tool="refund_create"))
@@ -250,7 +253,7 @@ def test_cli_lists_and_resolves_uncertain_entries(app, hub):
     reconfigure(app, idempotency_lease=0.1)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     key = identity(request, "t1:u1")
-    Bailing.state(app).idempotency.store().reserve(
+    idempotency_of(state_of(app)).store().reserve(
         key, token="dead", lease_seconds=0.1, retention_seconds=60,
         meta=EntryMeta(tool="refund_create", job_id=request.headers["X-Bailing-Job-Id"],
                        subject="t1:u1"))
@@ -275,7 +278,7 @@ def test_cli_resolve_with_rerun_lets_the_next_call_run(app, hub):
     reconfigure(app, idempotency_lease=0.1)
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     key = identity(request, "t1:u1")
-    Bailing.state(app).idempotency.store().reserve(
+    idempotency_of(state_of(app)).store().reserve(
         key, token="dead", lease_seconds=0.1, retention_seconds=60, meta=EntryMeta())
     time.sleep(0.2)
     result = app.test_cli_runner().invoke(
@@ -410,7 +413,7 @@ def test_a_configuration_swapped_after_the_first_call_is_used(app, hub):
     other = hub.build_call("refund_create", {**ARGS, "amount": 3}, subject="t1:u1")
     started = time.time()
     assert hub.replay(other).status == 201
-    entry = Bailing.state(app).idempotency.store().get(identity(other, "t1:u1"))
+    entry = idempotency_of(state_of(app)).store().get(identity(other, "t1:u1"))
     assert entry is not None and entry.expires_at <= started + 5 + 60
 
 
@@ -427,8 +430,8 @@ def test_defer_completion_must_be_a_flag_or_the_app_does_not_start(tmp_path, val
 def test_a_tool_compiled_again_gets_its_own_plan(app):
     import dataclasses
 
-    idempotency = Bailing.state(app).idempotency
-    tool = next(t for t in Bailing.state(app).registry().tools if t.name == "refund_create")
+    idempotency = state_of(app).idempotency
+    tool = next(t for t in registry_of(state_of(app)).tools if t.name == "refund_create")
     plan = idempotency._plan(tool)
     assert plan.applies and plan.tool is tool and idempotency._plan(tool) is plan
     readonly = dataclasses.replace(tool, readonly=True, repeats=None)  # rebuilt with other options
@@ -462,7 +465,7 @@ def test_deferred_completions_answer_repeats_exactly_like_the_default(deferred_a
     assert hub.replay(broken).status == 503
     assert hub.replay(broken).json()["reason"] == "idempotency_uncertain"
     assert rows(app) == 1
-    store = Bailing.state(app).idempotency.store()
+    store = idempotency_of(state_of(app)).store()
     store.flush()
     entry = store.get(identity(request, "t1:u1"))
     assert entry is not None and entry.state == "completed" and entry.response.status == 201
@@ -475,7 +478,7 @@ def test_deferred_completions_keep_concurrent_duplicates_to_one_run(deferred_app
     statuses = _fire(hub, request, 20)
     assert rows(app) == 1
     assert set(statuses) <= {201, 409}, statuses
-    Bailing.state(app).idempotency.store().flush()
+    idempotency_of(state_of(app)).store().flush()
     assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
 
 

@@ -22,6 +22,8 @@ from bailing_flask.settings import load_config
 
 from .apps.catalog_app import create_app as create_catalog_app
 from .helpers import STRONG_SECRET, reconfigure
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 CLIENT_TOKEN = "client-token-operating-0123456789abcdef"
 
@@ -192,7 +194,7 @@ def test_status_redacts_secrets_and_reports_the_catalog_digest(tmp_path: Path) -
     assert data["handlers"]["approval"] == {
         "registered": True, "path": "/.well-known/bailing/callbacks/approval", "client_token": True}
     assert data["handlers"]["job"]["registered"] is False
-    served = Bailing.state(app).catalog().served_bytes
+    served = catalog_of(state_of(app)).served_bytes
     assert data["catalog"]["tools"] == 1
     assert data["catalog"]["catalog_sha256"] == hashlib.sha256(served).hexdigest()
     assert data["approvals"]["pending"] == 0 and data["hub"]["url"] == "https://hub.example.com"

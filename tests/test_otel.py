@@ -25,6 +25,7 @@ from bailing_flask.testing import HubSimulator  # noqa: E402
 
 from .helpers import STRONG_SECRET  # noqa: E402
 from .test_audit import create_app  # noqa: E402
+from bailing_flask._state import state_of
 
 
 class Telemetry:
@@ -140,8 +141,8 @@ def test_the_setting_instruments_with_the_global_providers() -> None:
     app = create_app(BAILING_OTEL=True)
     from bailing_flask.otel import Telemetry as Hook
 
-    assert isinstance(Bailing.state(app).telemetry, Hook)
-    assert Bailing.state(create_app()).telemetry is None
+    assert isinstance(state_of(app).telemetry, Hook)
+    assert state_of(create_app()).telemetry is None
 
 
 def test_without_opentelemetry_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

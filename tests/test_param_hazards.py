@@ -14,6 +14,8 @@ from bailing_flask._pipeline.param_hazards import CODES, classify
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -120,7 +122,7 @@ def make_app() -> Flask:
 
 
 def findings_of(app: Flask, path: str) -> dict[str, Finding]:
-    found = [f for f in Bailing.state(app).catalog().findings if f.path == path]
+    found = [f for f in catalog_of(state_of(app)).findings if f.path == path]
     return {f.code: f for f in found if f.code in CODES}
 
 
@@ -152,7 +154,7 @@ def test_warnings_do_not_take_the_tool_out_of_the_served_catalog() -> None:
     app = make_app()
     hub = HubSimulator(app, STRONG_SECRET)
     assert "/tenants/{tenant_id}/export" in hub.document()["paths"]
-    assert Bailing.state(app).catalog().excluded == []
+    assert catalog_of(state_of(app)).excluded == []
 
 
 def test_flask_bailing_check_shows_them() -> None:

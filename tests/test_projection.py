@@ -18,6 +18,8 @@ from bailing_flask._pipeline.projection import RETURNS_BUDGET
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 PHONE = "+86 138 0000 1001"
 NOTE = "called twice, VIP, do not refund without Alice"
@@ -461,7 +463,7 @@ def test_the_idempotency_record_holds_the_projected_answer(shop: tuple[Flask, li
     assert first.json() == {"ok": True, "status": "executed", "message": "Done.", "business_id": 9}
     assert again.body == first.body and again.headers["Idempotent-Replayed"] == "true"
     assert app.config["STATE"]["runs"] == 1
-    stored = Bailing.state(app).idempotency.store().list()
+    stored = idempotency_of(state_of(app)).store().list()
     assert [entry.response.body for entry in stored] == [first.body]  # type: ignore[union-attr]
     assert b"secret_margin" not in first.body
 

@@ -20,6 +20,8 @@ from bailing_flask.lint import lint_document
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 class Filters(BaseModel):
@@ -157,7 +159,7 @@ def test_an_array_path_parameter_on_a_builtin_converter_is_an_error():
         """The view gets one string, whatever the catalog says."""
         return jsonify(ids=ids)
 
-    catalog = Bailing.state(app).catalog()
+    catalog = catalog_of(state_of(app))
     (finding,) = [f for f in catalog.findings if f.code == "path_array_not_received"]
     assert finding.severity == "error" and "'a,b'" in finding.message
     assert catalog.excluded == ["GET /api/batches/{ids}"]

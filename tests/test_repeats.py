@@ -29,6 +29,9 @@ from bailing_flask.testing import HubSimulator
 from bailing_flask.transactional import DBAPITransaction
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 
 class RowBody(BaseModel):
@@ -120,7 +123,7 @@ def test_a_write_tool_replays_a_repeat_by_default(app, rows):
 def test_repeats_safe_runs_every_call_and_tells_the_hub_it_may_retry(app, rows):
     assert delivered_twice(app, "safe") == (201, 201, None)
     assert rows == ["safe", "safe"]
-    assert Bailing.state(app).idempotency.store().list(limit=10) == []  # nothing recorded
+    assert idempotency_of(state_of(app)).store().list(limit=10) == []  # nothing recorded
     hub = HubSimulator(app, STRONG_SECRET)
     assert "X-Bailing-Idempotency-Key" not in hub.build_call("safe", {"title": "t"}).headers
     assert execution(app, "/rows/safe", "put") == {"readonly": False, "idempotent": True}
@@ -130,7 +133,7 @@ def test_repeats_transaction_runs_once_with_the_record_in_the_views_transaction(
     assert delivered_twice(app, "txn") == (201, 201, "true")
     assert rows == ["txn"]
     assert [r[0] for r in db().execute("SELECT tool FROM bailing_idempotency")] == ["txn"]
-    assert Bailing.state(app).idempotency.store().list(limit=10) == []  # not in the store
+    assert idempotency_of(state_of(app)).store().list(limit=10) == []  # not in the store
     assert execution(app, "/rows/txn", "post") == {"readonly": False, "idempotent": False}
 
 
@@ -253,4 +256,4 @@ def test_safe_with_a_domain_key_is_refused_in_the_decorator_and_through_defaults
 
     app.register_blueprint(bp)
     with pytest.raises(ToolDeclarationError, match=r"keyed \(POST /x\): " + message):
-        Bailing.state(app).registry()
+        registry_of(state_of(app))

@@ -19,6 +19,8 @@ from bailing_flask import (
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 
 class NoteBody(BaseModel):
@@ -131,5 +133,5 @@ def test_validate_unsigned_needs_allow_unsigned():
     app.config.update(BAILING_SECRETS=[STRONG_SECRET])
     Bailing(app).authorizer(lambda call: True)
     app.add_url_rule("/x", "x", tool(scope="x.read", validate_unsigned=True)(lambda: "x"))
-    codes = {f.code for f in Bailing.state(app).catalog().findings}
+    codes = {f.code for f in catalog_of(state_of(app)).findings}
     assert "validate_unsigned_without_allow_unsigned" in codes

@@ -29,6 +29,8 @@ from bailing_flask.testing import HubSimulator
 
 from ._mariadb import PASSWORD
 from .helpers import STRONG_SECRET, sql_store, sql_url
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 BACKENDS = ["postgresql", "mariadb"]
 META = EntryMeta(tool="refund_create", job_id="job-1", subject="t1:u1")
@@ -318,8 +320,8 @@ def test_a_store_object_in_the_configuration_is_the_store_calls_use() -> None:
 
     store = MemoryStore()
     app = _app(store)
-    bailing_state = Bailing.state(app)
-    assert bailing_state.idempotency.store() is store
+    bailing_state = state_of(app)
+    assert bailing_idempotency_of(state).store() is store
 
 
 @pytest.mark.parametrize("page", ["docs/cli.rst", "docs/concepts/idempotency.rst"])

@@ -11,6 +11,8 @@ from bailing_flask import Bailing, Param, ToolDeclarationError, tool, tool_defau
 from bailing_flask.declare import ApprovalCondition, RateLimit, get_declaration
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
 
 
 def make_app() -> tuple[Flask, Bailing]:
@@ -22,7 +24,7 @@ def make_app() -> tuple[Flask, Bailing]:
 
 
 def registry(app: Flask):
-    return Bailing.state(app).registry()
+    return registry_of(state_of(app))
 
 
 def test_invalid_option_names_the_view_and_the_field():

@@ -27,6 +27,9 @@ from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction,
 
 from .helpers import STRONG_SECRET, FrozenClock
 from .apps.txn_app import count, create_app
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 ARGS = {"order_id": 7, "amount": 12.5}
 BACKENDS = ["sqlalchemy-sqlite", "sqlite3", "psycopg", "sqlalchemy-postgresql"]
@@ -68,7 +71,7 @@ def rows(app: Flask) -> int:
 
 
 def records(app: Flask, state: str | None = None) -> list[Any]:
-    adapter = Bailing.state(app).idempotency.transactional().adapter()
+    adapter = idempotency_of(state_of(app)).transactional().adapter()
     with app.app_context():
         return adapter.list(state=state)  # type: ignore[union-attr,arg-type]
 
@@ -150,7 +153,7 @@ def test_concurrent_duplicates_one_runs_the_others_wait_and_get_its_answer(confi
 
 def test_an_expired_record_is_forgotten(app, hub):
     clock = FrozenClock(1_900_000_000.0)
-    Bailing.state(app).idempotency.transactional().clock = clock
+    idempotency_of(state_of(app)).transactional().clock = clock
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     assert hub.replay(request).status == 201
     clock.now += Bailing.config(app).idempotency_retention - 1
@@ -166,7 +169,7 @@ def test_the_store_mode_tool_of_the_same_app_still_uses_the_store(app, hub):
     assert hub.replay(request).status == 201
     assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
     assert records(app) == []  # recorded in BAILING_STORE, not in the app's table
-    assert len(Bailing.state(app).idempotency.store().list(state="completed")) == 1
+    assert len(idempotency_of(state_of(app)).store().list(state="completed")) == 1
 
 
 @pytest.mark.parametrize("kind", ["sqlalchemy-sqlite", "sqlite3"])
@@ -287,7 +290,7 @@ def test_a_database_error_before_the_view_refuses_the_side_effect_with_503(tmp_p
         app.extensions["sqlalchemy"].session.execute(
             __import__("sqlalchemy").text("DROP TABLE bailing_idempotency"))
         app.extensions["sqlalchemy"].session.commit()
-    Bailing.state(app).idempotency.transactional().adapter().create_on_first_use = False
+    idempotency_of(state_of(app)).transactional().adapter().create_on_first_use = False
     response = hub.call("refund_create", ARGS, subject="t1:u1")
     assert (response.status, response.json()["reason"]) == (503, "idempotency_store_unavailable")
     assert rows(app) == 0
@@ -397,7 +400,7 @@ def test_bailing_transactional_is_removed_and_names_repeats_transaction():
 
 def test_a_transactional_tool_without_a_database_is_an_error_and_refused(caplog):
     app, ran = _plain_app()
-    findings = {(f.code, f.severity, f.path) for f in Bailing.state(app).registry().findings}
+    findings = {(f.code, f.severity, f.path) for f in registry_of(state_of(app)).findings}
     assert ("transaction_not_configured", "error", "POST /a") in findings
     assert not any(code == "transaction_not_configured" and path != "POST /a" for code, _, path in findings)
     # not in the served catalog any more; a signed call reaching it anyway is refused
@@ -420,7 +423,7 @@ def test_an_external_side_effect_in_the_transaction_mode_is_a_warning():
         """Send a mail."""
         return jsonify(ok=True)
 
-    findings = {f.code for f in Bailing.state(app).registry().findings}
+    findings = {f.code for f in registry_of(state_of(app)).findings}
     assert "transactional_external_effect" in findings
 
 
@@ -443,7 +446,7 @@ def test_bailing_transaction_sqlalchemy_names_the_apps_flask_sqlalchemy(tmp_path
     app.config.update(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'x.sqlite3'}")
     db = SQLAlchemy(app)
     Bailing(app, secrets=[STRONG_SECRET], transaction="sqlalchemy")
-    adapter = Bailing.state(app).idempotency.transactional().adapter()
+    adapter = idempotency_of(state_of(app)).transactional().adapter()
     assert isinstance(adapter, SQLAlchemyTransaction)
     assert adapter.table.metadata is db.metadata  # db.create_all() and Alembic see the table
     with app.app_context():

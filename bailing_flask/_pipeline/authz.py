@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.context import ToolCall, ToolInfo
 from bailing_flask.wire.middleware import VerifiedCall
 

@@ -23,15 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
 
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.errors import SignatureError
 from bailing_flask.responses import REASON_HEADER, json_response, reason_response
 from bailing_flask.signals import callback_received
 from bailing_flask.wire.signing import CallbackVerifier
 from bailing_flask.stores import EntryMeta, StoredResponse, StoreUnavailable
+from bailing_flask.approvals import approvals_of
+from bailing_flask._state import BailingState
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
     from bailing_flask.hub.payloads import ApprovalRequest, DeliveryWebhook, JobRecord
 
 __all__ = ["CALLBACK_KINDS", "make_callbacks_blueprint"]
@@ -92,7 +94,7 @@ def _refused(kind: str, error: SignatureError, state: BailingState | None = None
 
 
 def _handle(state: BailingState, kind: str) -> Response:
-    handler = state.ext.callback_handlers.get(kind)
+    handler = state.callbacks.callback_handlers.get(kind)
     if handler is None:
         return reason_response("no_handler")
     tokens = state.config.client_tokens
@@ -104,7 +106,7 @@ def _handle(state: BailingState, kind: str) -> Response:
     if raw is None:
         return _refused(kind, SignatureError("body_too_large", status=413), state)
     try:
-        state.callback_verifier().verify(
+        callback_verifier(state).verify(
             request.headers.get("X-Bailing-Signature"), request.headers.get("X-Bailing-Timestamp"),
             raw,
         )
@@ -148,7 +150,7 @@ def _run_once(state: BailingState, kind: str, handler: Callable[[Any], Any], pay
     token = uuid.uuid4().hex
     retention = state.config.idempotency_retention
     try:
-        store = state.idempotency.store()
+        store = idempotency_of(state).store()
         reservation = store.reserve(key, token=token, lease_seconds=_LEASE_SECONDS,
                                     retention_seconds=retention,
                                     meta=EntryMeta(tool=f"callback:{kind}", job_id=payload.job_id))
@@ -194,7 +196,7 @@ def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, to
                      ) -> Response | None:
     """Keep the verified request, so ``business_approval`` tools can check it later."""
     try:
-        state.approvals().record_request(payload)
+        approvals_of(state).record_request(payload)
     except NotImplementedError:
         state.warn_once("approvals_unsupported", "bailing: the idempotency store keeps no approval "
                         "records; business_approval tools will refuse every call",
@@ -203,7 +205,7 @@ def _record_approval(state: BailingState, payload: ApprovalRequest, key: str, to
         logger.error("bailing: could not record approval request %d (%s); asking the hub to retry",
                      payload.approval_id, exc)
         try:
-            state.idempotency.store().release(key, token=token)
+            idempotency_of(state).store().release(key, token=token)
         except StoreUnavailable:
             pass
         return reason_response("idempotency_store_unavailable")
@@ -223,7 +225,15 @@ def make_callbacks_blueprint(state: BailingState) -> Blueprint:
     return blueprint
 
 
-def build_verifier(state: BailingState) -> CallbackVerifier:
+def callback_verifier(state: BailingState) -> CallbackVerifier:
+    """The verifier of hub -> business POSTs (the client token), built once per app."""
+    verifier: CallbackVerifier | None = state.verifier_of_callbacks
+    if verifier is None:
+        verifier = state.verifier_of_callbacks = _build_verifier(state)
+    return verifier
+
+
+def _build_verifier(state: BailingState) -> CallbackVerifier:
     return CallbackVerifier(
         state.config.client_tokens,
         window=state.config.window,

@@ -14,13 +14,19 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import logging
+
+from flask import has_request_context, request
+
 from bailing_flask.wire.base_url import PathMap
-from bailing_flask._pipeline.registry import Registry, Tool
+from bailing_flask._pipeline.mount import path_map_for
+from bailing_flask._pipeline.registry import Registry, Tool, registry_of
+from bailing_flask._state import BailingState
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.lint.codes import Finding
 
-__all__ = ["Catalog", "build_catalog", "tool_operation"]
+__all__ = ["Catalog", "build_catalog", "tool_operation", "catalog_of", "path_map_of"]
 
 OPENAPI_VERSION = "3.0.3"
 
@@ -224,3 +230,63 @@ def build_catalog(
     )
     excluded = sorted(t.operation_key for t in tools if t.operation_key in broken)
     return Catalog(document, findings, served, serialize(served), excluded, path_map)
+
+
+def catalog_of(state: BailingState, *, log_findings: bool = True) -> Catalog:
+    """The catalog of the app's current registry, cached on its state (with the path map).
+
+    Its findings are logged once per process when it is built;
+    ``log_findings=False`` counts them as shown without logging them
+    (``flask bailing check`` prints them itself).
+    """
+    registry = registry_of(state)
+    paths = path_map_of(state)
+    catalog: Catalog | None = state.compiled_catalog
+    if catalog is not None and state.compiled_registry is registry and catalog.path_map == paths:
+        if not log_findings:
+            _log_findings(state, catalog, emit=False)
+        return catalog
+    with state.lock:
+        catalog = state.compiled_catalog
+        if catalog is None or state.compiled_registry is not registry or catalog.path_map != paths:
+            catalog = build_catalog(
+                registry,
+                title=state.config.catalog_title or state.app.name,
+                version=state.config.catalog_version,
+                probe_path=state.config.probe_path,
+                path_map=paths,
+            )
+            state.compiled_catalog = catalog
+            _log_findings(state, catalog, emit=log_findings)
+        elif not log_findings:
+            _log_findings(state, catalog, emit=False)
+    return catalog
+
+
+def path_map_of(state: BailingState) -> PathMap | None:
+    """How routes become catalog paths under ``BAILING_BASE_URL``; ``None`` when unset.
+
+    The mount prefix is the request's (``BAILING_PUBLIC_PREFIX``, else
+    ``SCRIPT_NAME``); outside a request (CLI) ``BAILING_PUBLIC_PREFIX``,
+    else Flask's ``APPLICATION_ROOT``.
+    """
+    return path_map_for(state.middleware, state.app, request.environ if has_request_context() else None)
+
+
+def _log_findings(state: BailingState, catalog: Catalog, emit: bool = True) -> None:
+    for finding in catalog.findings:
+        key = ("finding", finding.code, finding.path)
+        if not emit:
+            state.warned.add(key)
+        elif finding.severity == "error":
+            state.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message,
+                            level=logging.ERROR)
+        elif finding.severity == "warning":
+            state.warn_once(key, "bailing: %s %s: %s", finding.path, finding.code, finding.message)
+    for excluded in catalog.excluded:
+        if not emit:
+            state.warned.add(("excluded", excluded))
+            continue
+        state.warn_once(("excluded", excluded),
+                        "bailing: %s is left out of the served catalog because of the errors above",
+                        excluded, level=logging.ERROR)

@@ -41,9 +41,11 @@ from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
 from bailing_flask.declare import get_declaration
 from bailing_flask.wire.middleware import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Registry, Tool
     from bailing_flask.declare import Declaration
 
@@ -134,7 +136,7 @@ def ensure_gate(state: BailingState, endpoint: str | None) -> None:
     """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
     gate = state.gates.get(endpoint) if endpoint is not None else None
     if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
-        install_gates(state, state.registry())
+        install_gates(state, registry_of(state))
 
 
 def explain_unrouted(state: BailingState) -> None:
@@ -158,7 +160,7 @@ def explain_unrouted(state: BailingState) -> None:
     verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
     replacement: HTTPException
     if isinstance(exc, MethodNotAllowed):
-        if verified is None and request.path not in state.own_paths:
+        if verified is None and request.path not in state.config.own_paths:
             return
         response = state.error_response(ErrorInfo.make("method_not_allowed", status=405))
         if exc.valid_methods:
@@ -188,7 +190,7 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Call
         if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
             return sync_view(**kwargs)
         method = request.method
-        registry = state.registry()
+        registry = registry_of(state)
         tool = registry.lookup(endpoint, method)
         if tool is not None:
             return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
@@ -225,7 +227,7 @@ def run_declared_view(
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
     call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
-    registry = state.registry()
+    registry = registry_of(state)
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     method = request.method
     tool = registry.lookup(endpoint, method)
@@ -320,7 +322,7 @@ def run_gate(
     if tool.subject_required and not verified.subject:
         return _refuse(state, tool, verified, ErrorInfo.make("subject_required"))
     try:
-        user = load_user(state.ext.subject_loader_func, verified.subject)
+        user = load_user(state.callbacks.subject_loader_func, verified.subject)
     except SubjectLoadError:
         return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
     try:
@@ -334,7 +336,7 @@ def run_gate(
     environ[TOOL_CALL_KEY] = call
     probe = _exercise(environ)
     if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
-        decision = decide(tool, call, state.ext.authorizer_func)
+        decision = decide(tool, call, state.callbacks.authorizer_func)
         if not decision.allowed:
             return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
         if tool.options.business_approval:
@@ -342,10 +344,10 @@ def run_gate(
             if unapproved is not None:
                 return _refuse(state, tool, verified, unapproved, call)
     if probe is None or probe.mode == "subject":
-        replayed = state.idempotency.check_replay(tool, call)
+        replayed = idempotency_of(state).check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
-    for hook in state.ext.admission_hooks:  # e.g. Flask-Login's current_user for this call
+    for hook in state.callbacks.admission_hooks:  # e.g. Flask-Login's current_user for this call
         refused = hook(call)
         if refused is not None:  # the integration cannot serve this call (it says why)
             return _refuse(state, tool, verified, refused, call)
@@ -373,7 +375,7 @@ def run_gate(
 
     guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
     try:
-        response = state.run_side_effect(tool, call, execute)
+        response = idempotency_of(state).run(tool, call, execute)
     except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
         return _refuse(state, tool, verified, refused.info, call)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)

@@ -33,16 +33,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from bailing_flask.approvals import _spend_approval
 from bailing_flask.wire.headers import is_hop_by_hop
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
 from bailing_flask.settings import Config
+from bailing_flask._state import BailingState
 from bailing_flask.stores import (
     IdempotencyStore,
     Reservation,
@@ -54,9 +55,7 @@ from bailing_flask.stores._entries import _trusted_meta, _trusted_response
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
-    from bailing_flask.extension import BailingState
     from bailing_flask._pipeline.registry import Tool
-    from bailing_flask.transactional import TransactionalIdempotency
 
 __all__ = ["Idempotency", "call_key"]
 
@@ -207,11 +206,25 @@ def answer_of(execute: Callable[[], Response]) -> Response:
         return current_app.make_response(current_app.handle_user_exception(exc))
 
 
+class TransactionMode(Protocol):
+    """What the transaction mode's runner (:mod:`bailing_flask.transactional`, above) offers."""
+
+    def run(self, tool: Tool, call: ToolCall, execute: Callable[[], Response]) -> Response: ...
+
+    def adapter(self) -> Any: ...  # a TransactionAdapter, or None
+
+
+def idempotency_of(state: BailingState) -> Idempotency:
+    """The app's de-duplication runner (``init_app`` puts it on the state)."""
+    runner: Idempotency = state.idempotency
+    return runner
+
+
 class Idempotency:
     """Per-app de-duplication of side-effecting tool calls over a store."""
 
     def __init__(self, state: BailingState,
-                 transaction_mode: Callable[[Idempotency], TransactionalIdempotency]) -> None:
+                 transaction_mode: Callable[[Idempotency], TransactionMode]) -> None:
         """``transaction_mode`` makes the transaction mode's runner on first use (it lives
         above this module, in :mod:`bailing_flask.transactional`, which builds on it)."""
         self.state = state
@@ -220,7 +233,7 @@ class Idempotency:
         self._lock = threading.Lock()
         self._last_cleanup = time.monotonic()
         self._cleaning = False
-        self._transactional: TransactionalIdempotency | None = None
+        self._transactional: TransactionMode | None = None
         #: id(tool) -> its plan; the plan keeps the tool alive, so an id is never reused
         self._plans: dict[int, _Plan] = {}
         self._settings_cache: _Settings | None = None
@@ -261,7 +274,7 @@ class Idempotency:
 
         threading.Thread(target=run, name="bailing-idempotency-cleanup", daemon=True).start()
 
-    def transactional(self) -> TransactionalIdempotency:
+    def transactional(self) -> TransactionMode:
         """The transaction mode (:mod:`bailing_flask.transactional`), created on first use."""
         if self._transactional is None:
             with self._lock:

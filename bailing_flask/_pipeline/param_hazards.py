@@ -34,9 +34,10 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from bailing_flask._pipeline.tool_view import ToolView as Tool
+
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.lint.codes import Finding
-    from bailing_flask._pipeline.registry import Tool
 
 __all__ = ["param_findings", "classify", "CODES"]
 

@@ -46,7 +46,7 @@ import logging
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 from flask import Response, after_this_request, current_app, request
 from pydantic import BaseModel, SecretBytes, SecretStr, TypeAdapter, ValidationError
@@ -72,12 +72,11 @@ from bailing_flask._pipeline.answers import (
     split as _split,
     status_code as _status_code,
 )
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
-if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
-    from bailing_flask._pipeline.registry import Tool
+from bailing_flask._pipeline.tool_view import ToolView as Tool
+from bailing_flask._state import BailingState
 
 __all__ = [
     "MARKER",
@@ -759,7 +758,7 @@ def finish(state: BailingState, tool: Tool, call_view: Callable[[], Any]) -> Res
     With declared errors ``abort(4xx)`` is rendered here by the app's handlers
     and shaped, so a de-duplicated call's record holds what the model may see.
     """
-    shaper = tool.shaper
+    shaper: Shaper | None = tool.shaper
     if shaper is None:
         return current_app.make_response(call_view())
     if not shaper.guards_errors:

@@ -19,7 +19,7 @@ from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
-from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
+from bailing_flask._sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ToolDeclarationError
 from bailing_flask._pipeline.param_hazards import param_findings
@@ -28,11 +28,12 @@ from bailing_flask.declare import (
     Declaration, Param, ToolOptions, effective_repeats, get_declaration, get_defaults, get_wrapped_by,
 )
 from bailing_flask.settings import Config
+from bailing_flask._state import BailingState
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.lint.codes import Finding
 
-__all__ = ["Tool", "Registry", "NotExported", "build_registry"]
+__all__ = ["Tool", "Registry", "NotExported", "build_registry", "registry_of"]
 
 _RULE_VAR = re.compile(
     r"<(?:(?P<converter>[a-zA-Z_][a-zA-Z0-9_]*)(?:\((?P<args>.*?)\))?:)?(?P<variable>[a-zA-Z_][a-zA-Z0-9_]*)>"
@@ -483,16 +484,20 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
 
 
 def _transaction_findings(config: Config, tool: Tool) -> list[Finding]:
-    """What ``flask bailing check`` says about a tool's transaction mode.
-
-    :mod:`bailing_flask.transactional` is imported only for a tool that runs
-    in that mode (``repeats="transaction"``).
-    """
+    """What ``flask bailing check`` says about a tool's transaction mode (``repeats="transaction"``)."""
     if tool.repeats != "transaction":
         return []
-    from bailing_flask.transactional import findings
+    from bailing_flask.lint.codes import finding  # the linter loads with the first compile
 
-    return findings(config, tool)
+    out: list[Finding] = []
+    key = tool.operation_key
+    if config.transaction is None:
+        out.append(finding("transaction_not_configured", key, name=tool.name))
+    outcome = tool.options.outcome
+    if outcome is not None and outcome.side_effect in ("external", "notify"):
+        out.append(finding("transactional_external_effect", key, name=tool.name,
+                           effect=outcome.side_effect))
+    return out
 
 
 def _duplicate_names(tools: list[Tool]) -> list[Finding]:
@@ -512,3 +517,34 @@ def _duplicate_names(tools: list[Tool]) -> list[Finding]:
                 second=tool.view_name, second_key=tool.operation_key,
             ))
     return findings
+
+
+def _rule_count(app: Flask) -> int:
+    return sum(1 for _ in app.url_map.iter_rules())
+
+
+def registry_of(state: BailingState) -> Registry:
+    """The app's compiled tools, cached on its state; rebuilt if routes were added since.
+
+    Flask refuses new routes once it has handled a request, so a registry
+    built after that is final and the check is skipped (counting the
+    rules is not free on a large app). Each build calls ``state.on_compile``
+    (which puts the gates in front of the tool endpoints).
+    """
+    current: Registry | None = state.compiled_registry
+    if current is not None:
+        if state.registry_final:
+            return current
+        if current.rule_count == _rule_count(state.app):
+            state.registry_final = bool(getattr(state.app, "_got_first_request", False))
+            return current
+    with state.lock:
+        current = state.compiled_registry
+        if current is None or current.rule_count != _rule_count(state.app):
+            started = bool(getattr(state.app, "_got_first_request", False))
+            current = build_registry(state.app, state.callbacks.authorizer_func is not None, state.config)
+            state.on_compile(state, current)
+            state.compiled_registry = current
+            state.compiled_catalog = None
+            state.registry_final = started
+    return current

@@ -17,9 +17,11 @@ from bailing_flask._pipeline.authz import probe_authorized
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
 from bailing_flask.wire.middleware import ENVIRON_KEY, VerifiedCall
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
 
 __all__ = ["make_blueprint"]
 
@@ -57,7 +59,7 @@ def make_blueprint(state: BailingState) -> Blueprint:
         if (verified is None or verified.kind != "catalog") and not public_catalog:
             return state.error_response(ErrorInfo.make("missing_signature"))
         try:
-            body = state.catalog().served_bytes
+            body = catalog_of(state).served_bytes
         except Exception:
             logger.exception("bailing: the tool catalog could not be built")
             return json_response({"error": "catalog_unavailable", "reason": "catalog_unavailable"}, 503,
@@ -77,15 +79,15 @@ def make_blueprint(state: BailingState) -> Blueprint:
         if verified is None or verified.kind != "tool":
             info = ErrorInfo.make("missing_signature")
             response = state.error_response(info)
-            if state.ext.error_handler_func is None:
+            if state.callbacks.error_handler_func is None:
                 response = json_response({"authorized": False, **info.payload()}, 401,
                                          {REASON_HEADER: info.reason})
             return response
         subject = _probe_subject(verified)
         try:
             authorized = probe_authorized(
-                state.registry(), verified, subject,
-                state.ext.subject_loader_func, state.ext.authorizer_func,
+                registry_of(state), verified, subject,
+                state.callbacks.subject_loader_func, state.callbacks.authorizer_func,
             )
         except Exception:
             logger.exception("bailing: the authorization probe failed; answering not authorized")

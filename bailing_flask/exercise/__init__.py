@@ -70,6 +70,8 @@ from bailing_flask.lint import CompiledTool, compile_tools
 from bailing_flask.responses import REASON_HEADER
 from bailing_flask.wire.signing import primary_secret
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
+from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 __all__ = ["ExerciseResult", "ExerciseReport", "run_exercise"]
 
@@ -170,7 +172,7 @@ class _Exercise:
         self.https_option = bool(https)
         self.hub = HubSimulator(app, secret, client="__probe__", https=https)
         self.report = ExerciseReport()
-        self.watch = _Watch(app, self.state.ext)
+        self.watch = _Watch(app, self.state.callbacks)
         self.job = "exercise-" + uuid.uuid4().hex[:16]
         self.databases = databases(app)
         self.views_ran: list[str] = []
@@ -189,7 +191,7 @@ class _Exercise:
 
     def plan(self) -> list[str]:
         """Which of the app's functions the exercise runs, and on which databases, in words."""
-        ext = self.state.ext
+        ext = self.state.callbacks
         lines = ["the exercise runs this app's own code, in this process:", self._scheme_line()]
         hooks = [name for name in watched_names(self.app.before_request_funcs)
                  if not name.startswith("bailing_flask")]
@@ -202,7 +204,7 @@ class _Exercise:
                      f"(for {', '.join(repr(s) for s in loaded)})")
         authorizer = ext.authorizer_func
         lines.append(f"  authorizer: {code_name(authorizer) if authorizer else 'none (tool authorizers only)'}")
-        for tool in self.state.registry().tools:
+        for tool in registry_of(self.state).tools:
             decorators = decorators_of(self.app, tool.endpoint, tool.method)
             if self.probe_only:
                 runs = "nothing of the view's stack (probe requests only)"
@@ -374,7 +376,7 @@ class _Exercise:
         return False
 
     def catalog(self) -> dict[str, Any]:
-        served: dict[str, Any] = self.state.catalog().served
+        served: dict[str, Any] = catalog_of(self.state).served
         self.hub._document = served
         path = self.hub.catalog_path
 
@@ -528,7 +530,7 @@ class _Exercise:
         return probe, response
 
     def _tool(self, tool: CompiledTool) -> Any:
-        return next((t for t in self.state.registry().tools if t.name == tool.name), None)
+        return next((t for t in registry_of(self.state).tools if t.name == tool.name), None)
 
     def _cache_culprit(self, tool: CompiledTool) -> tuple[str, str]:
         registered = self._tool(tool)
@@ -589,7 +591,7 @@ class _Exercise:
 
     def loader_checks(self) -> None:
         """What the subject loader returned: never a user for the probe subject; one Flask-Login takes."""
-        loader = getattr(self.state.ext.subject_loader_func, "__wrapped__", self.state.ext.subject_loader_func)
+        loader = getattr(self.state.callbacks.subject_loader_func, "__wrapped__", self.state.callbacks.subject_loader_func)
         if loader is None:
             return
         name = code_name(loader)
@@ -603,7 +605,7 @@ class _Exercise:
                      "return None for a subject you do not know (provision users elsewhere, never from "
                      "the subject loader)")
         bridged = any(getattr(getattr(hook, "__self__", None), "loader_problem", None)
-                      for hook in self.state.ext.admission_hooks)
+                      for hook in self.state.callbacks.admission_hooks)
         if bridged:
             for subject, user in self.watch.loaded:
                 problem = login_user_problem(loader, user)
@@ -674,7 +676,7 @@ class _Exercise:
                 self.tool(tool, operation)
             self.limiters(document)
         self.loader_checks()
-        for excluded in self.state.catalog().excluded:
+        for excluded in catalog_of(self.state).excluded:
             self.add(excluded, "probe", "warn", "not served (it has errors, see above): not exercised")
         self.report.ran = self.ran_summary(notes)
         return self.report

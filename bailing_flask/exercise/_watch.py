@@ -18,7 +18,7 @@ from typing import Any
 from flask import Flask, current_app, got_request_exception, request
 
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
-from bailing_flask._pipeline.sync import call_sync
+from bailing_flask._sync import call_sync
 from bailing_flask.exercise._stack import view_name
 from bailing_flask.responses import REASON_HEADER
 

@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from bailing_flask.wire.jsenc import js_trim, utf16_len as _utf16_len
@@ -44,6 +44,9 @@ from bailing_flask.hub.payloads import (
     parse_job_record,
 )
 from bailing_flask.wire.signing import Clock, other_reading, sign_callback
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.settings import Config
 
 __all__ = [
     "HubClient",
@@ -593,3 +596,21 @@ def _warn_unusable_subjects(metadata: Mapping[str, Any]) -> None:
                 "bailing: metadata[%r] holds 64 lowercase hex digits between dots; if it is the "
                 "tool source's subject_field, every tool call of this job is refused "
                 "(ambiguous_signature): build subjects without such a run", str(key)[:64])
+
+
+def client_token(config: Config) -> str:
+    """The client token the hub issued (the first of ``BAILING_CLIENT_TOKENS``)."""
+    from bailing_flask.wire.signing import primary_secret
+
+    token = primary_secret(config.client_tokens)
+    if token is None:
+        raise ConfigurationError("set BAILING_CLIENT_TOKENS (the client token the hub issued)")
+    return token
+
+
+def hub_client_for(config: Config, on_decision: Callable[..., Any] | None = None) -> HubClient:
+    """A client for the configured hub (``BAILING_HUB_URL``) and client token."""
+    hub_url = config.hub_url
+    if not hub_url:
+        raise ConfigurationError("set BAILING_HUB_URL to talk to the hub")
+    return HubClient(hub_url, client_token(config), on_decision=on_decision)

@@ -34,6 +34,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from itsdangerous.encoding import base64_encode
 from markupsafe import Markup, escape
@@ -43,6 +44,9 @@ from bailing_flask.wire.jsenc import js_string
 from bailing_flask.hub.client import normalize_hub_url
 from bailing_flask.errors import BailingError, ConfigurationError
 from bailing_flask.wire.signing import Clock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask.settings import Config
 
 __all__ = [
     "DEFAULT_TICKET_TTL",
@@ -345,3 +349,18 @@ def widget_script_tag(
             parts.append(rendered)
     parts.append("async")
     return Markup(f"<script {' '.join(parts)}></script>")
+
+
+def chat_widget(config: Config, entry: str, uid: str | None = None, *, chat_only: bool = False,
+                **attrs: Any) -> Markup:
+    """Template global ``bailing_chat_widget(entry, uid)``: the widget tag with a ticket.
+
+    ``chat_only=True`` allows a uid no tool call could carry (see ``sign_ticket``).
+    """
+    from bailing_flask.hub.client import client_token
+
+    hub_url = config.hub_url
+    if not hub_url:
+        raise ConfigurationError("set BAILING_HUB_URL to render the chat widget")
+    ticket = sign_ticket(client_token(config), uid, chat_only=chat_only) if uid else None
+    return widget_script_tag(hub_url, entry, ticket, **attrs)

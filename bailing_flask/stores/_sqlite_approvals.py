@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bailing_flask.stores._deferred import _log_refused
 from bailing_flask.stores._entries import (
@@ -37,8 +37,23 @@ from bailing_flask.stores.approvals import (
 )
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.stores.sqlite import SQLiteStore
+class SQLiteStore(Protocol):
+    """What spending an approval uses of :class:`~bailing_flask.stores.SQLiteStore` (which imports this)."""
+
+    @property
+    def _pending(self) -> Any: ...
+    @property
+    def busy_timeout(self) -> float: ...
+    @property
+    def path(self) -> Any: ...
+    @property
+    def clock(self) -> Any: ...
+    @property
+    def _apply(self) -> Any: ...
+    @property
+    def _select(self) -> Any: ...
+    @property
+    def _wrote(self) -> Any: ...
 
 
 def add_use_columns(conn: sqlite3.Connection) -> None:

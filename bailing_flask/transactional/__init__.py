@@ -52,7 +52,6 @@ from bailing_flask.transactional._adapter import TransactionAdapter
 from bailing_flask.transactional._dbapi import DBAPITransaction
 from bailing_flask.transactional._mode import (
     TransactionalIdempotency as TransactionalIdempotency,
-    findings as findings,
     in_transaction_mode as in_transaction_mode,
     resolve_adapter as resolve_adapter,
 )

@@ -16,9 +16,7 @@ from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_ca
 from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.lint.codes import Finding, finding
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
-from bailing_flask.settings import Config
 from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import (
@@ -307,21 +305,6 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
             response.headers.add(name, value)
     response.headers[REPLAY_HEADER] = "true"
     return response
-
-
-def findings(config: Config, tool: Tool) -> list[Finding]:
-    """Registry findings about a tool's transaction mode (``flask bailing check``)."""
-    if not in_transaction_mode(tool):
-        return []
-    out: list[Finding] = []
-    key = tool.operation_key
-    if config.transaction is None:
-        out.append(finding("transaction_not_configured", key, name=tool.name))
-    outcome = tool.options.outcome
-    if outcome is not None and outcome.side_effect in ("external", "notify"):
-        out.append(finding("transactional_external_effect", key, name=tool.name,
-                           effect=outcome.side_effect))
-    return out
 
 
 def in_transaction_mode(tool: Tool) -> bool:

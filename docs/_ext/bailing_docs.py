@@ -47,6 +47,8 @@ from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 logger = logging.getLogger(__name__)
 
@@ -425,7 +427,7 @@ def _sample_namespace() -> dict[str, Any]:
             """Pay out a submitted refund request."""
             return {}
 
-        operation = Bailing.state(app).catalog().document["paths"][
+        operation = catalog_of(state_of(app)).document["paths"][
             "/api/refunds/{request_id}/execute"]["post"]
         return {"operationId": operation["operationId"],
                 "x-agent-capability": operation["x-agent-capability"]}

@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 from . import Outcome
 from .callbacks import json_values
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.catalog import catalog_of
 
 __all__ = ["LintCase", "cases", "target"]
 
@@ -264,8 +266,8 @@ def _check_declaration(data: dict[str, Any], outcome: Outcome) -> None:
             view.__doc__ = data["docstring"]
             app.add_url_rule(rule, f"view_{index}", tool(**options)(view), methods=[method])
         bailing = Bailing(app)
-        state = bailing.state(app)
-        catalog = state.catalog()
+        state = state_of(app)
+        catalog = catalog_of(state)
         problems = check_all(state)
     except (ToolDeclarationError, ConfigurationError) as exc:
         outcome.label = type(exc).__name__

@@ -23,6 +23,8 @@ from bailing_flask import Bailing
 from bailing_flask.testing import HubSimulator
 
 from .idem_app import create_app, side_effects
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.idempotency import idempotency_of
 
 SECRET = "s3cr3t-for-tests-0123456789abcdefghijklmnop"
 #: an argument value that must never appear in a log line
@@ -70,7 +72,7 @@ def _steps(directory: str, log: io.StringIO) -> dict[str, Any]:
     steps["file_writable_again"] = in_thread(hub, 2)
 
     # the workers restart while the directory is read-only: no -wal can be created
-    Bailing.state(app).idempotency.store().close()
+    idempotency_of(state_of(app)).store().close()
     folder = os.path.dirname(store)
     os.chmod(folder, 0o555)
     steps["directory_read_only"] = in_thread(hub, 3)
