@@ -53,8 +53,8 @@ class ToolKwargs(TypedDict, total=False):
     extensions: Mapping[str, Any]
     enabled: bool
     methods: str | Sequence[str]
-    query: type[BaseModel]
-    body: type[BaseModel]
+    query: type[BaseModel] | Any  # or a marshmallow Schema (class or instance)
+    body: type[BaseModel] | Any  # or a marshmallow Schema (class or instance)
     params: Sequence[Param]
     authorizer: Callable[..., Any]
     allow_unsigned: bool

@@ -252,8 +252,9 @@ class ToolOptions(_Model):
     extensions: dict[str, Any] | None = None
     enabled: bool | None = None
     methods: tuple[str, ...] | None = None
-    query: type[BaseModel] | None = None
-    body: type[BaseModel] | None = None
+    #: A pydantic model class, or a marshmallow ``Schema`` (class or instance).
+    query: Any = None
+    body: Any = None
     params: tuple[Param, ...] | None = None
     authorizer: Callable[..., Any] | None = None
     allow_unsigned: bool | None = None
@@ -289,6 +290,17 @@ class ToolOptions(_Model):
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
+
+    @field_validator("query", "body")
+    @classmethod
+    def _input_model(cls, value: Any) -> Any:
+        from bailing_flask._pipeline.foreign import is_marshmallow
+
+        if value is None or (isinstance(value, type) and issubclass(value, BaseModel)):
+            return value
+        if is_marshmallow(value) and not isinstance(value, list):
+            return value
+        raise ValueError("expected a pydantic model class or a marshmallow Schema")
 
     @field_validator("response", "error_response")
     @classmethod

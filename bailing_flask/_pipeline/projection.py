@@ -72,6 +72,7 @@ from bailing_flask._pipeline.answers import (
     split as _split,
     status_code as _status_code,
 )
+from bailing_flask._pipeline.foreign import is_marshmallow
 from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
@@ -580,6 +581,10 @@ _SHAPES: weakref.WeakKeyDictionary[type[BaseModel], dict[bool, _Shape]] = weakre
 
 
 def _shape(declared: Any) -> _Shape:
+    if is_marshmallow(declared):
+        from bailing_flask._pipeline.marshmallow_models import MarshmallowShape
+
+        return MarshmallowShape(declared)  # type: ignore[return-value]  # the same interface
     model, many = _unpack(declared)
     per_model = _SHAPES.setdefault(model, {})
     shape = per_model.get(many)

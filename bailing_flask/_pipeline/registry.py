@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
+from bailing_flask._pipeline.foreign import tool_inputs
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
 from bailing_flask._pipeline.sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
@@ -30,6 +31,7 @@ from bailing_flask.declare import (
 from bailing_flask.settings import Config
 
 if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask._pipeline.marshmallow_models import MarshmallowModel
     from bailing_flask.lint.codes import Finding
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry"]
@@ -68,8 +70,8 @@ class Tool:
     sensitive: bool
     parameters: tuple[dict[str, Any], ...]
     body_schema: dict[str, Any] | None
-    query_model: type[BaseModel] | None
-    body_model: type[BaseModel] | None
+    query_model: type[BaseModel] | MarshmallowModel | None
+    body_model: type[BaseModel] | MarshmallowModel | None
     path_kinds: dict[str, str] = field(default_factory=dict)
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
@@ -250,9 +252,13 @@ def _types(schema: Any) -> list[str]:
     return [raw] if isinstance(raw, str) else []
 
 
+def _input_schema(model: type[BaseModel] | MarshmallowModel, where: str) -> dict[str, Any]:
+    return model_schema(model, where) if isinstance(model, type) else model.json_schema()
+
+
 def _parameters(
-    rule: Any, options: ToolOptions, name: str, method: str, where: str
-) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
+    rule: Any, options: ToolOptions, name: str, method: str, where: str, query: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | MarshmallowModel | None]:
     """OpenAPI parameter objects from the route and the declaration."""
     explicit = {(p.location, p.name): p for p in options.params or ()}
     converters = getattr(rule, "_converters", None) or {}
@@ -284,9 +290,9 @@ def _parameters(
             raise ToolDeclarationError(
                 f"{where}: Param({param_name!r}, location='path') is not a variable of {rule.rule!r}"
             )
-    query_model = options.query
+    query_model = query
     if query_model is not None:
-        schema = model_schema(query_model, where)
+        schema = _input_schema(query_model, where)
         required = set(schema.get("required", []))
         for prop, prop_schema in (schema.get("properties") or {}).items():
             prop_schema = dict(prop_schema)
@@ -340,10 +346,11 @@ def _compile_tool(
 ) -> Tool:
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
-    parameters, kinds, query_model = _parameters(rule, options, name, method, where)
+    query, body = tool_inputs(options.query, options.body, declaration.view, method, where)
+    parameters, kinds, query_model = _parameters(rule, options, name, method, where, query)
     body_schema: dict[str, Any] | None = None
-    if options.body is not None:
-        body_schema = model_schema(options.body, where)
+    if body is not None:
+        body_schema = _input_schema(body, where)
     scope = options.scope or ""
     if options.scope_prefix and scope:
         scope = options.scope_prefix + scope
@@ -375,7 +382,7 @@ def _compile_tool(
         parameters=tuple(parameters),
         body_schema=body_schema,
         query_model=query_model,
-        body_model=options.body,
+        body_model=body,
         path_kinds=kinds,
         declaration=declaration,
         shaper=shaper,

@@ -1,0 +1,70 @@
+"""Does a declaration use marshmallow or webargs? Answered without importing either.
+
+An app that never imports marshmallow cannot have declared a marshmallow
+schema, so nothing is loaded for it; one that did gets its declarations
+compiled by :mod:`bailing_flask._pipeline.marshmallow_models`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, get_args, get_origin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask._pipeline.marshmallow_models import MarshmallowModel
+
+__all__ = ["is_marshmallow", "tool_inputs"]
+
+#: webargs' locations, by where the hub puts a tool's arguments
+_QUERY = ("query", "querystring")
+_BODY = ("json", "form", "json_or_form")
+
+
+def is_marshmallow(value: Any) -> bool:
+    """A marshmallow ``Schema`` class or instance (or ``list[Schema]`` / ``[Schema]``)."""
+    ma = sys.modules.get("marshmallow")
+    if ma is None:
+        return False
+    if get_origin(value) is list and len(get_args(value)) == 1:
+        value = get_args(value)[0]
+    elif isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return isinstance(value, ma.Schema) or (isinstance(value, type) and issubclass(value, ma.Schema))
+
+
+def _webargs_view(view: Any) -> bool:
+    if "webargs" not in sys.modules:
+        return False
+    while view is not None:
+        code = getattr(view, "__code__", None)
+        if code is not None and {"argmap", "location", "self"} <= set(code.co_freevars):
+            return True
+        view = getattr(view, "__wrapped__", None)
+    return False
+
+
+def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tuple[Any, Any]:
+    """``query=`` and ``body=`` as the pipeline validates them: pydantic models as given,
+    marshmallow schemas adapted, webargs' ``@use_args`` schemas when neither is declared."""
+    if not (is_marshmallow(query) or is_marshmallow(body) or _webargs_view(view)):
+        return query, body
+    from bailing_flask._pipeline import marshmallow_models as mm
+    from bailing_flask.errors import ToolDeclarationError
+
+    for location, argmap in mm.webargs_argmaps(view).items():
+        if location in _QUERY and query is None:
+            query = argmap
+        elif location in _BODY and body is None:
+            if method == "GET":
+                raise ToolDeclarationError(
+                    f"{where}: @use_args(location={location!r}) on a GET tool: the hub sends a GET "
+                    "tool's arguments in the query string (location='query')")
+            body = argmap
+        elif location not in _QUERY + _BODY:
+            raise ToolDeclarationError(
+                f"{where}: @use_args(location={location!r}) is not where the hub sends arguments "
+                "(use 'query' or 'json')")
+    adapted: list[MarshmallowModel | Any] = [
+        mm.adapt_schema(value, where) if is_marshmallow(value) else value for value in (query, body)
+    ]
+    return adapted[0], adapted[1]

@@ -1,0 +1,260 @@
+"""marshmallow schemas where a pydantic model goes (``query=``, ``body=``, ``response=``), and webargs.
+
+Imported only when a declaration names a marshmallow ``Schema`` (class or
+instance) or a view carries webargs' ``@use_args`` / ``@use_kwargs``:
+:func:`adapt` answers ``None`` without importing anything for everything
+else, so an app without marshmallow never loads it.
+
+* The catalog publishes the schema through apispec's marshmallow plugin (the
+  converter the marshmallow project maintains itself, emitting OpenAPI 3.0
+  like the catalog), nested schemas inlined because the hub resolves no
+  ``$ref``.
+* Arguments are loaded by marshmallow itself, so a hub call and any other
+  caller of the same schema meet the same rules (``Decimal(places=2)``
+  rounds ``12.345`` to ``12.34`` for both; the hub checks only JSON types).
+  Refusals use the package's reason codes: ``unknown_parameter`` for a
+  field the schema does not know, ``invalid_parameter`` otherwise, each
+  naming the field and never quoting the value.
+* ``response=`` dumps through the schema: only dumped fields leave (never a
+  ``load_only`` field, nor one with ``metadata={"sensitive": True}``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import marshmallow as ma
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+
+from bailing_flask._pipeline.answers import Invalid
+from bailing_flask._pipeline.arguments import ArgumentError
+from bailing_flask._pipeline.schema import openapi_schema
+
+__all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_argmaps"]
+
+logger = logging.getLogger("bailing_flask")
+_REF = "#/components/schemas/"
+_PROBLEMS = {"required": "missing", "unknown": "unknown", "null": "null", "invalid": "invalid"}
+
+
+def _instance(schema: Any, where: str) -> ma.Schema:
+    if isinstance(schema, ma.Schema):
+        return schema
+    if isinstance(schema, type) and issubclass(schema, ma.Schema):
+        return schema()
+    from bailing_flask.errors import ToolDeclarationError
+
+    raise ToolDeclarationError(f"{where}: expected a marshmallow Schema, got {schema!r}")
+
+
+def _sensitive(field: ma.fields.Field) -> bool:
+    return bool(field.metadata.get("sensitive")) or field.load_only
+
+
+class MarshmallowModel:
+    """A schema validating ``query=`` or ``body=``: loads what the hub sent, publishes its schema."""
+
+    def __init__(self, schema: Any, where: str) -> None:
+        self.schema = _instance(schema, where)
+        self.label = type(self.schema).__name__
+        self._schema: dict[str, Any] | None = None
+        self._where = where
+
+    def json_schema(self) -> dict[str, Any]:
+        """The input's OpenAPI 3.0 object schema, references inlined (computed once)."""
+        if self._schema is None:
+            self._schema = _input_only(_published(self.schema, self._where))
+        return self._schema
+
+    def validate(self, data: Mapping[str, Any], location: str) -> tuple[Any, dict[str, Any]]:
+        """``(loaded, args)``: what the view receives and the flat arguments of the call."""
+        try:
+            loaded = self.schema.load(data)
+        except ma.ValidationError as exc:
+            raise _refusal(exc.messages, data, location) from None
+        if isinstance(loaded, Mapping):
+            return loaded, dict(loaded)
+        names = [f.attribute or name for name, f in self.schema.load_fields.items()]
+        return loaded, {n: getattr(loaded, n) for n in names if hasattr(loaded, n)}
+
+    def model_validate(self, data: Mapping[str, Any]) -> Any:
+        """What a business approval replays the call's arguments through (pydantic's name)."""
+        from pydantic import ValidationError
+
+        try:
+            return _Dumped(self.validate(data, "body")[1])
+        except ArgumentError:
+            raise ValidationError.from_exception_data(self.label, []) from None
+
+
+class _Dumped:
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        if mode != "json":
+            return dict(self.values)
+        loaded: dict[str, Any] = json.loads(json.dumps(self.values, default=str))
+        return loaded
+
+
+def _published(schema: ma.Schema, where: str) -> dict[str, Any]:
+    plugin = MarshmallowPlugin()
+    spec = APISpec("bailing", "1", "3.0.3", plugins=[plugin])
+    converter = plugin.converter
+    assert converter is not None
+    raw = converter.schema2jsonschema(schema)
+    defs = (spec.to_dict().get("components") or {}).get("schemas") or {}
+    text = json.dumps({**raw, "$defs": defs}, default=_number).replace(f'"{_REF}', '"#/$defs/')
+    return openapi_schema(json.loads(text), where)
+
+
+def _number(value: Any) -> Any:
+    """A ``Decimal`` bound (``Range(min=Decimal("0.01"))``) as the JSON number the hub compares."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _input_only(node: Any) -> Any:
+    """What a caller may send: ``dump_only`` properties (``readOnly``) are not accepted on load."""
+    if isinstance(node, list):
+        return [_input_only(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            result[key] = {name: _input_only(sub) for name, sub in value.items()
+                           if not (isinstance(sub, dict) and sub.get("readOnly"))}
+        elif key not in ("readOnly", "writeOnly"):
+            result[key] = _input_only(value)
+    return result
+
+
+def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
+    if isinstance(messages, Mapping):
+        pairs = []
+        for key, value in messages.items():
+            name = "(body)" if key == "_schema" else str(key)
+            pairs.extend(_flatten(value, f"{prefix}.{name}" if prefix else name))
+        return pairs
+    if isinstance(messages, list) and messages and all(isinstance(m, str) for m in messages):
+        return [(prefix or "(body)", m) for m in messages]
+    if isinstance(messages, list):
+        return [pair for item in messages for pair in _flatten(item, prefix)]
+    return [(prefix or "(body)", str(messages))]
+
+
+def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> ArgumentError:
+    unknown, errors = [], []
+    for name, message in _flatten(messages):
+        if message == ma.Schema._default_error_messages["unknown"]:
+            unknown.append({"parameter": name, "location": location})
+            continue
+        problem = "missing" if message == ma.fields.Field.default_error_messages["required"] else "invalid"
+        value = data.get(name.split(".", 1)[0])
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) in message:
+            message = "The value is not valid for this parameter."  # a message quoting the value
+        elif problem == "missing":
+            message = "This parameter is required."
+        errors.append({"parameter": name, "location": location, "problem": problem, "message": message})
+    if unknown and not errors:
+        return ArgumentError("unknown_parameter", sorted(unknown, key=lambda e: e["parameter"]))
+    return ArgumentError("invalid_parameter", errors + [
+        {**e, "problem": "unknown", "message": "This parameter is not declared."} for e in unknown
+    ])
+
+
+class MarshmallowShape:
+    """``response=`` with a marshmallow schema: the answer is what the schema dumps.
+
+    The interface is the pydantic shape's (:mod:`bailing_flask._pipeline.projection`).
+    """
+
+    def __init__(self, declared: Any, where: str = "response=") -> None:
+        inner = declared
+        many = False
+        if isinstance(declared, list) and len(declared) == 1:
+            inner, many = declared[0], True
+        schema = _instance(inner, where)
+        self.many = many or bool(schema.many)
+        secret = [name for name, f in schema.fields.items() if _sensitive(f)]
+        # a dump never includes load_only fields; sensitive ones are left out by name as well
+        self.schema = type(schema)(many=False, only=schema.only, exclude=tuple(schema.exclude) + tuple(secret))
+        self.label = type(schema).__name__ + ("(many=True)" if self.many else "")
+        self.names = [f.data_key or name for name, f in self.schema.dump_fields.items()]
+
+    def project(self, value: Any, default_cap: int | None) -> tuple[bytes, Any]:
+        from bailing_flask._pipeline.projection import _Ctx  # the shared counts of a projection
+
+        ctx = _Ctx(default_cap)
+        if self.many:
+            if isinstance(value, (Mapping, str, bytes)) or not hasattr(value, "__iter__"):
+                raise Invalid(["the answer is not a list"])
+            items = list(value)
+            if default_cap is not None and len(items) > default_cap:
+                ctx.items += len(items) - default_cap
+                items = items[:default_cap]
+                ctx.mark(None, f"kept {default_cap} of {len(items) + ctx.items} items")
+        try:
+            dumped = self.schema.dump(items, many=True) if self.many else self.schema.dump(value)
+            payload = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (ma.ValidationError, ValueError, TypeError, AttributeError) as exc:
+            raise Invalid([f"it cannot be dumped by {self.label} ({type(exc).__name__})"]) from None
+        body = payload.encode("utf-8")
+        if ctx.marks:
+            marker = json.dumps(ctx.marks, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            body = body[:-1] + (b"," if len(body) > 2 else b"") + b'{"truncated":' + marker + b"}]"
+        return body, ctx
+
+    def returns(self, default_cap: int | None) -> str:
+        names = ", ".join(self.names)
+        if self.many:
+            return "A list" + (f" (at most {default_cap})" if default_cap else "") + f" of objects with: {names}."
+        return f"An object with: {names}."
+
+    def safe_location(self, loc: tuple[Any, ...]) -> str:
+        return "(the result)"
+
+
+def adapt_schema(value: Any, where: str) -> MarshmallowModel:
+    """``query=`` / ``body=`` given a marshmallow schema."""
+    return MarshmallowModel(value, where)
+
+
+def webargs_argmaps(view: Any) -> dict[str, Any]:
+    """``{"query": schema, "json": schema}`` read from the webargs decorators under ``@tool``.
+
+    webargs keeps the schema and the location in the closure of the wrapper
+    it makes (nothing else records them), so that is where they are read.
+    """
+    import webargs.core
+
+    found: dict[str, Any] = {}
+    while view is not None:
+        if getattr(view, "__webargs_argnames__", None) is not None or _is_webargs(view):
+            cells = dict(zip(view.__code__.co_freevars, view.__closure__ or ()))
+            try:
+                parser = cells["self"].cell_contents
+                argmap = cells["argmap"].cell_contents
+                location = cells["location"].cell_contents
+            except (KeyError, ValueError):
+                view = getattr(view, "__wrapped__", None)
+                continue
+            if isinstance(parser, webargs.core.Parser):
+                found[location or parser.location] = argmap
+        view = getattr(view, "__wrapped__", None)
+    return found
+
+
+def _is_webargs(view: Any) -> bool:
+    code = getattr(view, "__code__", None)
+    return code is not None and {"argmap", "location", "self"} <= set(code.co_freevars)
