@@ -125,7 +125,7 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
         if model is None:
             return None, {}
         if not isinstance(model, type):  # a marshmallow schema
-            return model.validate({}, "query")
+            return model.validate_query({})
         return _checked_query(tool, model, {})
     try:
         args = request.args
@@ -149,7 +149,7 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
             ])
         return None, {}
     if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
-        return model.validate(_as_the_hub_sent_them(args.to_dict(), tool.query_properties), "query")
+        return model.validate_query(args.to_dict())
     if not _allows_extra(model):
         unknown = sorted(set(args.keys()) - _field_names(model))
         if unknown:

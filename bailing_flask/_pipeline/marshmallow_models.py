@@ -52,7 +52,7 @@ def _instance(schema: Any, where: str) -> ma.Schema:
     raise ToolDeclarationError(f"{where}: expected a marshmallow Schema, got {schema!r}")
 
 
-def _sensitive(field: ma.fields.Field) -> bool:
+def _sensitive(field: Any) -> bool:
     return bool(field.metadata.get("sensitive")) or field.load_only
 
 
@@ -64,12 +64,26 @@ class MarshmallowModel:
         self.label = type(self.schema).__name__
         self._schema: dict[str, Any] | None = None
         self._where = where
+        #: the query's ``List`` fields (webargs' ``DelimitedList`` splits the joined items itself)
+        self._joined = [f.data_key or name for name, f in self.schema.load_fields.items()
+                        if isinstance(f, ma.fields.List) and not hasattr(f, "delimiter")]
 
     def json_schema(self) -> dict[str, Any]:
         """The input's OpenAPI 3.0 object schema, references inlined (computed once)."""
         if self._schema is None:
             self._schema = _input_only(_published(self.schema, self._where))
         return self._schema
+
+    def validate_query(self, values: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+        """The query as the hub sends it: an array's items joined with ``,`` in one pair.
+
+        A ``List`` field gets the items split; webargs' ``DelimitedList`` splits them itself.
+        """
+        for name in self._joined:
+            value = values.get(name)
+            if value is not None:
+                values[name] = value.split(",") if value else []  # type: ignore[assignment]
+        return self.validate(values, "query")
 
     def validate(self, data: Mapping[str, Any], location: str) -> tuple[Any, dict[str, Any]]:
         """``(loaded, args)``: what the view receives and the flat arguments of the call."""
@@ -110,7 +124,7 @@ def _published(schema: ma.Schema, where: str) -> dict[str, Any]:
     spec = APISpec("bailing", "1", "3.0.3", plugins=[plugin])
     converter = plugin.converter
     assert converter is not None
-    raw = converter.schema2jsonschema(schema)
+    raw: dict[str, Any] = converter.schema2jsonschema(schema)  # type: ignore[no-untyped-call,unused-ignore]
     defs = (spec.to_dict().get("components") or {}).get("schemas") or {}
     text = json.dumps({**raw, "$defs": defs}, default=_number).replace(f'"{_REF}', '"#/$defs/')
     return openapi_schema(json.loads(text), where)
@@ -188,7 +202,8 @@ class MarshmallowShape:
         self.many = many or bool(schema.many)
         secret = [name for name, f in schema.fields.items() if _sensitive(f)]
         # a dump never includes load_only fields; sensitive ones are left out by name as well
-        self.schema = type(schema)(many=False, only=schema.only, exclude=tuple(schema.exclude) + tuple(secret))
+        only: Any = schema.only
+        self.schema = type(schema)(many=False, only=only, exclude=tuple(schema.exclude) + tuple(secret))
         self.label = type(schema).__name__ + ("(many=True)" if self.many else "")
         self.names = [f.data_key or name for name, f in self.schema.dump_fields.items()]
 

@@ -15,7 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from flask import Flask, abort, request
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
+from webargs import fields as webargs_fields
 from webargs.flaskparser import use_args, use_kwargs
 
 from bailing_flask import Bailing, get_arguments, get_current_call, tool
@@ -60,9 +61,21 @@ class OrderOut(Schema):
     total = fields.Decimal(as_string=True)
 
 
+def not_a_card_number(value: str) -> None:
+    """A legacy validator whose message quotes what was sent."""
+    if value.replace(" ", "").isdigit() and len(value) >= 12:
+        raise ValidationError(f"{value} looks like a card number")
+
+
+class Attachment(Schema):
+    name = fields.String(required=True, validate=validate.Length(max=80))
+    size = fields.Integer(validate=validate.Range(min=0, max=10_000_000))
+
+
 class NoteIn(Schema):
-    text = fields.String(required=True, validate=validate.Length(min=1, max=500))
+    text = fields.String(required=True, validate=[validate.Length(min=1, max=500), not_a_card_number])
     pinned = fields.Boolean(load_default=False)
+    links = fields.List(fields.Nested(Attachment), validate=validate.Length(max=3))
 
 
 class NoteOut(Schema):
@@ -86,9 +99,9 @@ def _row(order_id: int, tenant: str) -> dict[str, Any]:
             "password": "hunter2"}
 
 
-def create_app() -> Flask:
+def create_app(**config: Any) -> Flask:
     app = Flask("marshmallow_app")
-    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://")
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://", **config)
     bailing = Bailing(app)
 
     @bailing.subject_loader
@@ -133,11 +146,12 @@ def create_app() -> Flask:
 
     @app.get("/api/search")
     @tool(scope="order.read")
-    @use_kwargs({"q": fields.String(required=True), "limit": fields.Integer(load_default=5)},
-                location="query")
-    def search(q: str, limit: int) -> Any:
+    @use_kwargs({"q": fields.String(required=True), "limit": fields.Integer(load_default=5),
+                 "ids": webargs_fields.DelimitedList(fields.Integer())}, location="query")
+    def search(q: str, limit: int, ids: list[int] | None = None) -> Any:
         """Search the agent's orders by status."""
         tenant = _tenant()
-        return {"q": q, "ids": [i for i, (t, s, _) in ORDERS.items() if t == tenant and q in s][:limit]}
+        found = [i for i, (t, s, _) in ORDERS.items() if t == tenant and q in s and (not ids or i in ids)]
+        return {"q": q, "limit": limit, "ids": found[:limit]}
 
     return app
