@@ -24,14 +24,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import marshmallow as ma
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
-from bailing_flask._pipeline.answers import Invalid
 from bailing_flask._pipeline.arguments import ArgumentError
 from bailing_flask._pipeline.schema import openapi_schema
 
@@ -54,6 +53,21 @@ def _instance(schema: Any, where: str) -> ma.Schema:
 
 def _sensitive(field: Any) -> bool:
     return bool(field.metadata.get("sensitive")) or field.load_only
+
+
+def _secret_paths(schema: ma.Schema, prefix: str = "", depth: int = 0) -> list[str]:
+    """The dotted names of every sensitive field, nested schemas included (for ``exclude=``)."""
+    paths: list[str] = []
+    for name, field in schema.fields.items():
+        if _sensitive(field):
+            paths.append(prefix + name)
+            continue
+        inner: Any = field.inner if isinstance(field, ma.fields.List) else field
+        if isinstance(inner, ma.fields.Nested) and depth < 8:
+            nested = inner.schema
+            if isinstance(nested, ma.Schema):
+                paths.extend(_secret_paths(nested, f"{prefix}{name}.", depth + 1))
+    return paths
 
 
 class MarshmallowModel:
@@ -200,7 +214,7 @@ class MarshmallowShape:
             inner, many = declared[0], True
         schema = _instance(inner, where)
         self.many = many or bool(schema.many)
-        secret = [name for name, f in schema.fields.items() if _sensitive(f)]
+        secret = _secret_paths(schema)
         # a dump never includes load_only fields; sensitive ones are left out by name as well
         only: Any = schema.only
         self.schema = type(schema)(many=False, only=only, exclude=tuple(schema.exclude) + tuple(secret))
@@ -213,17 +227,17 @@ class MarshmallowShape:
         ctx = _Ctx(default_cap)
         if self.many:
             if isinstance(value, (Mapping, str, bytes)) or not hasattr(value, "__iter__"):
-                raise Invalid(["the answer is not a list"])
+                raise TypeError("the answer is not a list")
             items = list(value)
             if default_cap is not None and len(items) > default_cap:
                 ctx.items += len(items) - default_cap
                 items = items[:default_cap]
                 ctx.mark(None, f"kept {default_cap} of {len(items) + ctx.items} items")
-        try:
+        try:  # ValueError and TypeError are the projection's "cannot be serialised"
             dumped = self.schema.dump(items, many=True) if self.many else self.schema.dump(value)
-            payload = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (ma.ValidationError, ValueError, TypeError, AttributeError) as exc:
-            raise Invalid([f"it cannot be dumped by {self.label} ({type(exc).__name__})"]) from None
+        except (ma.ValidationError, AttributeError, KeyError, InvalidOperation) as exc:
+            raise TypeError(type(exc).__name__) from None
+        payload = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         body = payload.encode("utf-8")
         if ctx.marks:
             marker = json.dumps(ctx.marks, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -231,10 +245,18 @@ class MarshmallowShape:
         return body, ctx
 
     def returns(self, default_cap: int | None) -> str:
-        names = ", ".join(self.names)
+        """The catalog's ``guidance.returns``: the dumped fields, cut to fit the hub's budget."""
+        from bailing_flask._pipeline.projection import RETURNS_BUDGET
+
+        lead = "An object with: "
         if self.many:
-            return "A list" + (f" (at most {default_cap})" if default_cap else "") + f" of objects with: {names}."
-        return f"An object with: {names}."
+            lead = "A list" + (f" (at most {default_cap})" if default_cap else "") + " of objects with: "
+        names = list(self.names)
+        text = lead + ", ".join(names) + "."
+        while len(names) > 1 and len(text.encode("utf-16-le")) // 2 > RETURNS_BUDGET:
+            names.pop()
+            text = lead + ", ".join(names) + ", …."
+        return text
 
     def safe_location(self, loc: tuple[Any, ...]) -> str:
         return "(the result)"
