@@ -97,7 +97,8 @@ def test_a_refund_of_12_345_gets_the_same_answer_from_the_hub_and_the_token_clie
 
 def test_the_response_schema_keeps_the_customers_email_and_secret_fields_from_the_model(hub):
     refund = hub.call("refund", {"order_id": 1, "amount": 5}, subject="t1:alice")
-    assert refund.json() == {"id": 1, "order_id": 1, "amount": "5.00", "status": "pending"}
+    assert refund.json() == {"id": 1, "order_id": 1, "amount": "5.00", "status": "pending",
+                             "customer": {"name": "Buyer 1"}}  # its e-mail is sensitive
     for text in (refund.text, hub.call("orders", subject="t1:alice").text):
         assert "customer_email" not in text and "@t1.example" not in text
         assert "chargeback" not in text  # metadata={"sensitive": True}
@@ -143,7 +144,7 @@ def test_the_catalog_publishes_each_schema_as_json_schema_the_hub_accepts(hub):
     assert search["q"]["required"] is True and search["limit"]["required"] is False
     assert (search["ids"]["style"], search["ids"]["explode"]) == ("form", False)
     assert [f for f in lint_document(document) if f.severity == "error"] == []
-    assert "id, order_id, amount, status" in document["paths"]["/api/refunds"]["post"][
+    assert "id, order_id, amount, status, customer" in document["paths"]["/api/refunds"]["post"][
         "x-agent-capability"]["guidance"]["returns"]
 
 
@@ -185,6 +186,16 @@ def test_webargs_missing_argument_answers_the_hub_in_the_packages_shape(hub):
     assert body["errors"] == [{"parameter": "q", "location": "query", "problem": "missing",
                                "message": "This parameter is required."}]
     assert "messages" not in body  # not webargs' own 422 body
+
+
+def test_a_refusal_of_webargs_own_answers_the_hub_as_the_gate_does(hub, base_url):
+    # use_kwargs(validate=...) runs after the schema, so webargs itself refuses in the view
+    body = refused(hub.call("search", {"q": "pa", "limit": 30}, subject="t2:bob"), "invalid_parameter")
+    assert body["errors"] == [{"parameter": "(query)", "location": "query", "problem": "invalid",
+                               "message": "Invalid value."}]
+    # the app's own clients keep webargs' answer (the package shapes hub calls only)
+    own = raw_request(base_url, "GET", "/api/search?q=pa&limit=30", {"Authorization": "Bearer tok-alice"})
+    assert own.status == 422 and b"invalid_parameter" not in own.body
 
 
 # -- declarations -------------------------------------------------------------------------------

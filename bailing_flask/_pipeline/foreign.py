@@ -11,9 +11,11 @@ import sys
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flask import Response
+
     from bailing_flask._pipeline.marshmallow_models import MarshmallowModel
 
-__all__ = ["is_marshmallow", "tool_inputs"]
+__all__ = ["is_marshmallow", "marshmallow_shape", "tool_inputs", "webargs_finish"]
 
 #: webargs' locations, by where the hub puts a tool's arguments
 _QUERY = ("query", "querystring")
@@ -32,6 +34,20 @@ def is_marshmallow(value: Any) -> bool:
     return isinstance(value, ma.Schema) or (isinstance(value, type) and issubclass(value, ma.Schema))
 
 
+def marshmallow_shape(declared: Any) -> Any:
+    """``response=`` / ``error_response=`` given a marshmallow schema, compiled like a pydantic one."""
+    from bailing_flask._pipeline.marshmallow_models import MarshmallowShape
+
+    return MarshmallowShape(declared)
+
+
+def webargs_finish(*args: Any) -> Response:
+    """Run a webargs tool's view; a refusal of webargs' own is answered as the gate's (see there)."""
+    from bailing_flask._pipeline.marshmallow_models import webargs_finish as run
+
+    return run(*args)
+
+
 def _webargs_view(view: Any) -> bool:
     if "webargs" not in sys.modules:
         return False
@@ -43,11 +59,13 @@ def _webargs_view(view: Any) -> bool:
     return False
 
 
-def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tuple[Any, Any]:
+def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tuple[Any, Any, bool]:
     """``query=`` and ``body=`` as the pipeline validates them: pydantic models as given,
-    marshmallow schemas adapted, webargs' ``@use_args`` schemas when neither is declared."""
-    if not (is_marshmallow(query) or is_marshmallow(body) or _webargs_view(view)):
-        return query, body
+    marshmallow schemas adapted, webargs' ``@use_args`` schemas when neither is declared;
+    and whether a webargs decorator parses the view's arguments."""
+    webargs = _webargs_view(view)
+    if not (webargs or is_marshmallow(query) or is_marshmallow(body)):
+        return query, body, False
     from bailing_flask._pipeline import marshmallow_models as mm
     from bailing_flask.errors import ToolDeclarationError
 
@@ -67,4 +85,4 @@ def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tu
     adapted: list[MarshmallowModel | Any] = [
         mm.adapt_schema(value, where) if is_marshmallow(value) else value for value in (query, body)
     ]
-    return adapted[0], adapted[1]
+    return adapted[0], adapted[1], webargs

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import marshmallow as ma
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
+from flask import Response, request
+from werkzeug.exceptions import HTTPException
 
 from bailing_flask._pipeline.arguments import ArgumentError
 from bailing_flask._pipeline.schema import openapi_schema
 
-__all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_argmaps"]
+__all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_argmaps", "webargs_finish"]
 
 logger = logging.getLogger("bailing_flask")
 _REF = "#/components/schemas/"
@@ -184,6 +186,7 @@ def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
 def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> ArgumentError:
     unknown, errors = [], []
     for name, message in _flatten(messages):
+        name = f"({location})" if name == "(body)" else name
         if message == ma.Schema._default_error_messages["unknown"]:
             unknown.append({"parameter": name, "location": location})
             continue
@@ -295,3 +298,54 @@ def webargs_argmaps(view: Any) -> dict[str, Any]:
 def _is_webargs(view: Any) -> bool:
     code = getattr(view, "__code__", None)
     return code is not None and {"argmap", "location", "self"} <= set(code.co_freevars)
+
+
+#: webargs' locations, as the package's errors name them
+_LOCATIONS = {"query": "query", "querystring": "query", "json": "body", "form": "body",
+              "json_or_form": "body"}
+
+
+class _Refused(Exception):
+    def __init__(self, refusal: ArgumentError) -> None:
+        super().__init__(refusal.reason)
+        self.refusal = refusal
+
+
+def _webargs_refusal(exc: HTTPException) -> ArgumentError | None:
+    """webargs' ``abort(422, exc=ValidationError, messages=...)`` as the gate's refusal."""
+    error = getattr(exc, "exc", None)
+    if not isinstance(error, ma.ValidationError) or exc.code is None or not 400 <= exc.code < 500:
+        return None
+    messages: Any = error.messages
+    location = "body"
+    if isinstance(messages, Mapping) and len(messages) == 1 and next(iter(messages)) in _LOCATIONS:
+        where, messages = next(iter(messages.items()))
+        location = _LOCATIONS[where]
+    data: dict[str, Any] = request.args.to_dict()
+    sent = request.get_json(silent=True) if location == "body" else None
+    if isinstance(sent, dict):
+        data.update(sent)
+    return _refusal(messages, data, location)
+
+
+def webargs_finish(state: Any, tool: Any, call_view: Callable[[], Any],
+                   finish: Callable[..., Response], refusal: Callable[[ArgumentError], Any]) -> Response:
+    """``finish`` the call; webargs refusing the arguments answers like the gate's refusal.
+
+    The gate loads the same schema first, so this is only reached where webargs reads the
+    request otherwise (a ``List`` query field, a ``validate=`` of ``use_args`` itself).
+    """
+    def view() -> Any:
+        try:
+            return call_view()
+        except HTTPException as exc:
+            refused = _webargs_refusal(exc)
+            if refused is None:
+                raise
+            raise _Refused(refused) from None
+
+    try:
+        return finish(state, tool, view)
+    except _Refused as refused:
+        response: Response = state.error_response(refusal(refused.refusal))
+        return response

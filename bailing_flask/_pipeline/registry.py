@@ -73,6 +73,8 @@ class Tool:
     query_model: type[BaseModel] | MarshmallowModel | None
     body_model: type[BaseModel] | MarshmallowModel | None
     path_kinds: dict[str, str] = field(default_factory=dict)
+    #: A webargs decorator parses the view's arguments (its refusals answer like the gate's).
+    webargs: bool = False
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
     #: What ``result=`` and ``response=`` make of a successful answer (``None``: nothing).
@@ -346,7 +348,7 @@ def _compile_tool(
 ) -> Tool:
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
-    query, body = tool_inputs(options.query, options.body, declaration.view, method, where)
+    query, body, webargs = tool_inputs(options.query, options.body, declaration.view, method, where)
     parameters, kinds, query_model = _parameters(rule, options, name, method, where, query)
     body_schema: dict[str, Any] | None = None
     if body is not None:
@@ -383,6 +385,7 @@ def _compile_tool(
         body_schema=body_schema,
         query_model=query_model,
         body_model=body,
+        webargs=webargs,
         path_kinds=kinds,
         declaration=declaration,
         shaper=shaper,

@@ -41,6 +41,11 @@ class RefundIn(Schema):
     reason = fields.String(validate=validate.Length(max=200))
 
 
+class Customer(Schema):
+    name = fields.String()
+    email = fields.Email(metadata={"sensitive": True})
+
+
 class RefundOut(Schema):
     id = fields.Integer()
     order_id = fields.Integer()
@@ -48,6 +53,7 @@ class RefundOut(Schema):
     status = fields.String()
     internal_note = fields.String(metadata={"sensitive": True})
     password = fields.String(load_only=True)
+    customer = fields.Nested(Customer)
 
 
 class OrderQuery(Schema):
@@ -95,8 +101,9 @@ def _tenant() -> str:
 
 def _row(order_id: int, tenant: str) -> dict[str, Any]:
     """What the database hands the view: more than the model may see."""
-    return {"customer_email": f"buyer{order_id}@{tenant}.example", "internal_note": "chargeback risk",
-            "password": "hunter2"}
+    email = f"buyer{order_id}@{tenant}.example"
+    return {"customer_email": email, "internal_note": "chargeback risk", "password": "hunter2",
+            "customer": {"name": f"Buyer {order_id}", "email": email}}
 
 
 def create_app(**config: Any) -> Flask:
@@ -145,9 +152,10 @@ def create_app(**config: Any) -> Flask:
         return {"order_id": order_id, **get_arguments().body, **_row(order_id, "t1")}, 201
 
     @app.get("/api/search")
-    @tool(scope="order.read")
+    @tool(scope="order.read", allow_unsigned=True)
     @use_kwargs({"q": fields.String(required=True), "limit": fields.Integer(load_default=5),
-                 "ids": webargs_fields.DelimitedList(fields.Integer())}, location="query")
+                 "ids": webargs_fields.DelimitedList(fields.Integer())}, location="query",
+                validate=lambda args: args["limit"] <= 20)  # webargs' own check, after the schema's
     def search(q: str, limit: int, ids: list[int] | None = None) -> Any:
         """Search the agent's orders by status."""
         tenant = _tenant()
