@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_origin, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
@@ -298,7 +298,7 @@ class ToolOptions(_Model):
 
         if value is None or (isinstance(value, type) and issubclass(value, BaseModel)):
             return value
-        if is_marshmallow(value) and not isinstance(value, list):
+        if is_marshmallow(value) and not get_origin(value):
             return value
         raise ValueError("expected a pydantic model class or a marshmallow Schema")
 

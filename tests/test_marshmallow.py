@@ -109,6 +109,12 @@ def test_the_response_schema_keeps_the_customers_email_and_secret_fields_from_th
     assert "<" not in missing.text
 
 
+def test_error_response_schema_shapes_a_refused_note(hub):
+    locked = hub.call("add_note", {"order_id": 3, "text": "ship it"}, subject="t1:alice")
+    assert locked.status == 409
+    assert locked.json() == {"error": "locked", "reason": "order_open", "message": "Notes wait for payment."}
+
+
 def test_a_list_response_is_cut_to_the_default_cap(live_server):
     hub = HubSimulator(live_server(create_app(BAILING_RESPONSE_MAX_ITEMS=1)), STRONG_SECRET)
     body = hub.call("orders", subject="t1:alice").json()
@@ -223,6 +229,18 @@ def test_use_args_from_the_json_body_of_a_get_tool_is_refused_naming_the_fix():
 
     with pytest.raises(ToolDeclarationError, match="location='query'"):
         Bailing.state(app).registry()
+
+
+def test_list_of_a_schema_class_is_a_list_response():
+    app = _app()
+
+    @app.get("/items")
+    @tool(scope="item.read", response=list[_Item])
+    def items() -> Any:
+        return [{"sku": "a1", "cost": 3}, {"sku": "b2", "cost": 4}]
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.call("items").json() == [{"sku": "a1"}, {"sku": "b2"}]
 
 
 def test_query_must_be_a_pydantic_model_or_a_marshmallow_schema():

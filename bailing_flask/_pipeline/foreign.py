@@ -23,14 +23,12 @@ _BODY = ("json", "form", "json_or_form")
 
 
 def is_marshmallow(value: Any) -> bool:
-    """A marshmallow ``Schema`` class or instance (or ``list[Schema]`` / ``[Schema]``)."""
+    """A marshmallow ``Schema`` class or instance (or ``list[Schema]``)."""
     ma = sys.modules.get("marshmallow")
     if ma is None:
         return False
     if get_origin(value) is list and len(get_args(value)) == 1:
         value = get_args(value)[0]
-    elif isinstance(value, list) and len(value) == 1:
-        value = value[0]
     return isinstance(value, ma.Schema) or (isinstance(value, type) and issubclass(value, ma.Schema))
 
 

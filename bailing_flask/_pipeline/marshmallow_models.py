@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import marshmallow as ma
 from apispec import APISpec
@@ -211,10 +211,9 @@ class MarshmallowShape:
     """
 
     def __init__(self, declared: Any, where: str = "response=") -> None:
-        inner = declared
-        many = False
-        if isinstance(declared, list) and len(declared) == 1:
-            inner, many = declared[0], True
+        inner, many = declared, False
+        if get_origin(declared) is list and len(get_args(declared)) == 1:  # list[Schema]
+            inner, many = get_args(declared)[0], True
         schema = _instance(inner, where)
         self.many = many or bool(schema.many)
         secret = _secret_paths(schema)

@@ -84,6 +84,12 @@ class NoteIn(Schema):
     links = fields.List(fields.Nested(Attachment), validate=validate.Length(max=3))
 
 
+class Problem(Schema):
+    error = fields.String()
+    reason = fields.String()
+    message = fields.String()
+
+
 class NoteOut(Schema):
     order_id = fields.Integer()
     text = fields.String()
@@ -143,11 +149,14 @@ def create_app(**config: Any) -> Flask:
         return rows[: query["limit"]]
 
     @app.post("/api/orders/<int:order_id>/notes")
-    @tool(scope="order.write", body=NoteIn(), response=NoteOut)
+    @tool(scope="order.write", body=NoteIn(), response=NoteOut, error_response=Problem)
     def add_note(order_id: int) -> Any:
         """Add a note to an order."""
         if ORDERS.get(order_id, ("",))[0] != _tenant():
             abort(404)
+        if ORDERS[order_id][1] == "open":
+            return {"error": "locked", "reason": "order_open", "message": "Notes wait for payment.",
+                    **_row(order_id, "t1")}, 409
         NOTES.append({"order_id": order_id, **get_arguments().body})
         return {"order_id": order_id, **get_arguments().body, **_row(order_id, "t1")}, 201
 
