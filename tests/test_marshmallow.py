@@ -72,6 +72,9 @@ def test_two_subjects_of_two_tenants_call_marshmallow_and_webargs_tools(hub):
         {"id": 1, "status": "paid", "total": "40.00"}, {"id": 3, "status": "open", "total": "9.99"}]
     assert hub.call("orders", {"status": "paid"}, subject="t2:bob").json() == [
         {"id": 2, "status": "paid", "total": "15.50"}]
+    # an array query parameter arrives comma-joined: a List field gets the items
+    assert hub.call("orders", {"ids": [3, 2]}, subject="t1:alice").json() == [
+        {"id": 3, "status": "open", "total": "9.99"}]
     assert hub.call("search", {"q": "pa", "ids": [1, 3]}, subject="t1:alice").json() == {
         "q": "pa", "limit": 5, "ids": [1]}
     assert hub.call("search", {"q": "pa"}, subject="t2:bob").json() == {"q": "pa", "limit": 5, "ids": [2]}
@@ -241,6 +244,19 @@ def test_list_of_a_schema_class_is_a_list_response():
 
     hub = HubSimulator(app, STRONG_SECRET)
     assert hub.call("items").json() == [{"sku": "a1"}, {"sku": "b2"}]
+
+
+def test_use_args_above_tool_is_refused_rather_than_publishing_no_parameters():
+    app = _app()
+
+    @app.get("/items")
+    @use_args(_Item, location="query")
+    @tool(scope="item.read")
+    def items(args: Any) -> Any:
+        return {}
+
+    with pytest.raises(ToolDeclarationError, match="put it below @tool"):
+        Bailing.state(app).registry()
 
 
 def test_query_must_be_a_pydantic_model_or_a_marshmallow_schema():

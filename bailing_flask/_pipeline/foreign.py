@@ -46,21 +46,46 @@ def webargs_finish(*args: Any) -> Response:
     return run(*args)
 
 
+def _is_webargs(view: Any) -> bool:
+    code = getattr(view, "__code__", None)
+    return code is not None and {"argmap", "location", "self"} <= set(code.co_freevars)
+
+
 def _webargs_view(view: Any) -> bool:
     if "webargs" not in sys.modules:
         return False
     while view is not None:
-        code = getattr(view, "__code__", None)
-        if code is not None and {"argmap", "location", "self"} <= set(code.co_freevars):
+        if _is_webargs(view):
             return True
         view = getattr(view, "__wrapped__", None)
     return False
 
 
-def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tuple[Any, Any, bool]:
+def _webargs_above(registered: Any, view: Any) -> bool:
+    """A webargs decorator between the route and ``@tool`` (whose wrapper wraps ``view``)."""
+    while registered is not None and getattr(registered, "__wrapped__", None) is not view:
+        if _is_webargs(registered):
+            return True
+        registered = getattr(registered, "__wrapped__", None)
+    return False
+
+
+def tool_inputs(
+    query: Any, body: Any, view: Any, method: str, where: str, registered: Any = None,
+) -> tuple[Any, Any, bool]:
     """``query=`` and ``body=`` as the pipeline validates them: pydantic models as given,
     marshmallow schemas adapted, webargs' ``@use_args`` schemas when neither is declared;
-    and whether a webargs decorator parses the view's arguments."""
+    and whether a webargs decorator parses the view's arguments.
+
+    ``registered`` is the route's view: a webargs decorator above ``@tool`` is refused
+    (the tool would publish none of its parameters and refuse every one the model sends).
+    """
+    if "webargs" in sys.modules and _webargs_above(registered, view):
+        from bailing_flask.errors import ToolDeclarationError
+
+        raise ToolDeclarationError(
+            f"{where}: @use_args/@use_kwargs is above @tool; put it below @tool (next to the view), "
+            "where the tool's parameters are read from it")
     webargs = _webargs_view(view)
     if not (webargs or is_marshmallow(query) or is_marshmallow(body)):
         return query, body, False
@@ -68,6 +93,10 @@ def tool_inputs(query: Any, body: Any, view: Any, method: str, where: str) -> tu
     from bailing_flask.errors import ToolDeclarationError
 
     for location, argmap in mm.webargs_argmaps(view).items():
+        if not is_marshmallow(argmap):  # a function of the request making the schema
+            raise ToolDeclarationError(
+                f"{where}: @use_args is given {argmap!r}; the tool's parameters are read from a "
+                "Schema or a dict of fields, not from a function of the request")
         if location in _QUERY and query is None:
             query = argmap
         elif location in _BODY and body is None:

@@ -34,6 +34,7 @@ from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
 from bailing_flask._pipeline.arguments import ArgumentError
+from bailing_flask._pipeline.foreign import _is_webargs
 from bailing_flask._pipeline.schema import openapi_schema
 
 __all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_argmaps", "webargs_finish"]
@@ -279,7 +280,7 @@ def webargs_argmaps(view: Any) -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     while view is not None:
-        if getattr(view, "__webargs_argnames__", None) is not None or _is_webargs(view):
+        if _is_webargs(view):
             cells = dict(zip(view.__code__.co_freevars, view.__closure__ or ()))
             try:
                 parser = cells["self"].cell_contents
@@ -292,11 +293,6 @@ def webargs_argmaps(view: Any) -> dict[str, Any]:
                 found[location or parser.location] = argmap
         view = getattr(view, "__wrapped__", None)
     return found
-
-
-def _is_webargs(view: Any) -> bool:
-    code = getattr(view, "__code__", None)
-    return code is not None and {"argmap", "location", "self"} <= set(code.co_freevars)
 
 
 #: webargs' locations, as the package's errors name them

@@ -344,11 +344,11 @@ def _default_name(endpoint: str, method: str, several: bool, prefix: str | None)
 
 def _compile_tool(
     rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool,
-    max_items: int | None = None,
+    max_items: int | None = None, registered: Any = None,
 ) -> Tool:
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
-    query, body, webargs = tool_inputs(options.query, options.body, declaration.view, method, where)
+    query, body, webargs = tool_inputs(options.query, options.body, declaration.view, method, where, registered)
     parameters, kinds, query_model = _parameters(rule, options, name, method, where, query)
     body_schema: dict[str, Any] | None = None
     if body is not None:
@@ -476,7 +476,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
                     rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
                 ))
                 continue
-            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items)
+            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items, view)
             if compiled.options.deprecated:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
             by_endpoint[(rule.endpoint, method)] = compiled
