@@ -125,7 +125,7 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
         if model is None:
             return None, {}
         if not isinstance(model, type):  # a marshmallow schema
-            return model.validate_query({})
+            return model.validate_query({}, ArgumentError)
         return _checked_query(tool, model, {})
     try:
         args = request.args
@@ -149,7 +149,7 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
             ])
         return None, {}
     if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
-        return model.validate_query(args.to_dict())
+        return model.validate_query(args.to_dict(), ArgumentError)
     if not _allows_extra(model):
         unknown = sorted(set(args.keys()) - _field_names(model))
         if unknown:
@@ -246,7 +246,7 @@ def _validate_body(
             ])
         return None, {}
     if not isinstance(model, type):  # a marshmallow schema
-        return model.validate(data, "body")
+        return model.validate(data, "body", ArgumentError)
     if not _allows_extra(model):
         unknown = sorted(set(data) - _field_names(model))
         if unknown:

@@ -32,11 +32,12 @@ def is_marshmallow(value: Any) -> bool:
     return isinstance(value, ma.Schema) or (isinstance(value, type) and issubclass(value, ma.Schema))
 
 
-def marshmallow_shape(declared: Any) -> Any:
-    """``response=`` / ``error_response=`` given a marshmallow schema, compiled like a pydantic one."""
+def marshmallow_shape(declared: Any, counts: Any, budget: int) -> Any:
+    """``response=`` / ``error_response=`` given a marshmallow schema, compiled like a pydantic one
+    (``counts`` records a projection's cuts, ``budget`` bounds the ``returns`` text)."""
     from bailing_flask._pipeline.marshmallow_models import MarshmallowShape
 
-    return MarshmallowShape(declared)
+    return MarshmallowShape(declared, counts, budget)
 
 
 def webargs_finish(*args: Any) -> Response:
@@ -92,7 +93,7 @@ def tool_inputs(
     from bailing_flask._pipeline import marshmallow_models as mm
     from bailing_flask.errors import ToolDeclarationError
 
-    for location, argmap in mm.webargs_argmaps(view).items():
+    for location, argmap in webargs_argmaps(view).items():
         if not is_marshmallow(argmap):  # a function of the request making the schema
             raise ToolDeclarationError(
                 f"{where}: @use_args is given {argmap!r}; the tool's parameters are read from a "
@@ -113,3 +114,28 @@ def tool_inputs(
         mm.adapt_schema(value, where) if is_marshmallow(value) else value for value in (query, body)
     ]
     return adapted[0], adapted[1], webargs
+
+
+def webargs_argmaps(view: Any) -> dict[str, Any]:
+    """``{"query": schema, "json": schema}`` read from the webargs decorators under ``@tool``.
+
+    webargs keeps the schema and the location in the closure of the wrapper
+    it makes (nothing else records them), so that is where they are read.
+    """
+    import webargs.core  # imported by the app already
+
+    found: dict[str, Any] = {}
+    while view is not None:
+        if _is_webargs(view):
+            cells = dict(zip(view.__code__.co_freevars, view.__closure__ or ()))
+            try:
+                parser = cells["self"].cell_contents
+                argmap = cells["argmap"].cell_contents
+                location = cells["location"].cell_contents
+            except (KeyError, ValueError):
+                view = getattr(view, "__wrapped__", None)
+                continue
+            if isinstance(parser, webargs.core.Parser):
+                found[location or parser.location] = argmap
+        view = getattr(view, "__wrapped__", None)
+    return found

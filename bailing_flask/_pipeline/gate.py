@@ -371,7 +371,7 @@ def run_gate(
     def execute() -> Response:
         # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
         if tool.webargs:  # webargs' own 422 answers as the gate refuses arguments
-            return webargs_finish(state, tool, call_view, finish, _argument_refusal)
+            return webargs_finish(state, tool, call_view, finish, ArgumentError, _argument_refusal)
         return finish(state, tool, call_view)
 
     guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too

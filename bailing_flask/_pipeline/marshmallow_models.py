@@ -33,13 +33,13 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
-from bailing_flask._pipeline.arguments import ArgumentError
-from bailing_flask._pipeline.foreign import _is_webargs
 from bailing_flask._pipeline.schema import openapi_schema
 
-__all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_argmaps", "webargs_finish"]
+__all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_finish"]
 
 logger = logging.getLogger("bailing_flask")
+#: how a refusal is raised: ``error(reason, errors)`` (the pipeline's ``ArgumentError``)
+Refusal = Callable[[str, list[dict[str, Any]]], Exception]
 _REF = "#/components/schemas/"
 _PROBLEMS = {"required": "missing", "unknown": "unknown", "null": "null", "invalid": "invalid"}
 
@@ -91,7 +91,7 @@ class MarshmallowModel:
             self._schema = _input_only(_published(self.schema, self._where))
         return self._schema
 
-    def validate_query(self, values: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+    def validate_query(self, values: dict[str, str], error: Refusal) -> tuple[Any, dict[str, Any]]:
         """The query as the hub sends it: an array's items joined with ``,`` in one pair.
 
         A ``List`` field gets the items split; webargs' ``DelimitedList`` splits them itself.
@@ -100,14 +100,17 @@ class MarshmallowModel:
             value = values.get(name)
             if value is not None:
                 values[name] = value.split(",") if value else []  # type: ignore[assignment]
-        return self.validate(values, "query")
+        return self.validate(values, "query", error)
 
-    def validate(self, data: Mapping[str, Any], location: str) -> tuple[Any, dict[str, Any]]:
-        """``(loaded, args)``: what the view receives and the flat arguments of the call."""
+    def validate(self, data: Mapping[str, Any], location: str, error: Refusal) -> tuple[Any, dict[str, Any]]:
+        """``(loaded, args)``: what the view receives and the flat arguments of the call.
+
+        A refusal raises ``error(reason, errors)`` (the pipeline's ``ArgumentError``).
+        """
         try:
             loaded = self.schema.load(data)
         except ma.ValidationError as exc:
-            raise _refusal(exc.messages, data, location) from None
+            raise error(*_refusal(exc.messages, data, location)) from None
         if isinstance(loaded, Mapping):
             return loaded, dict(loaded)
         names = [f.attribute or name for name, f in self.schema.load_fields.items()]
@@ -118,8 +121,8 @@ class MarshmallowModel:
         from pydantic import ValidationError
 
         try:
-            return _Dumped(self.validate(data, "body")[1])
-        except ArgumentError:
+            return _Dumped(self.validate(data, "body", _Refused)[1])
+        except _Refused:
             raise ValidationError.from_exception_data(self.label, []) from None
 
 
@@ -184,7 +187,8 @@ def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix or "(body)", str(messages))]
 
 
-def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> ArgumentError:
+def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> tuple[str, list[dict[str, Any]]]:
+    """``(reason, errors)`` of a refusal, in the package's terms."""
     unknown, errors = [], []
     for name, message in _flatten(messages):
         name = f"({location})" if name == "(body)" else name
@@ -199,10 +203,10 @@ def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> ArgumentE
             message = "This parameter is required."
         errors.append({"parameter": name, "location": location, "problem": problem, "message": message})
     if unknown and not errors:
-        return ArgumentError("unknown_parameter", sorted(unknown, key=lambda e: e["parameter"]))
-    return ArgumentError("invalid_parameter", errors + [
+        return "unknown_parameter", sorted(unknown, key=lambda e: e["parameter"])
+    return "invalid_parameter", errors + [
         {**e, "problem": "unknown", "message": "This parameter is not declared."} for e in unknown
-    ])
+    ]
 
 
 class MarshmallowShape:
@@ -211,7 +215,10 @@ class MarshmallowShape:
     The interface is the pydantic shape's (:mod:`bailing_flask._pipeline.projection`).
     """
 
-    def __init__(self, declared: Any, where: str = "response=") -> None:
+    def __init__(self, declared: Any, counts: Callable[[int | None], Any], budget: int,
+                 where: str = "response=") -> None:
+        self._counts = counts  # the projection's record of what was cut
+        self._budget = budget  # the longest ``returns`` text
         inner, many = declared, False
         if get_origin(declared) is list and len(get_args(declared)) == 1:  # list[Schema]
             inner, many = get_args(declared)[0], True
@@ -225,9 +232,7 @@ class MarshmallowShape:
         self.names = [f.data_key or name for name, f in self.schema.dump_fields.items()]
 
     def project(self, value: Any, default_cap: int | None) -> tuple[bytes, Any]:
-        from bailing_flask._pipeline.projection import _Ctx  # the shared counts of a projection
-
-        ctx = _Ctx(default_cap)
+        ctx = self._counts(default_cap)
         if self.many:
             if isinstance(value, (Mapping, str, bytes)) or not hasattr(value, "__iter__"):
                 raise TypeError("the answer is not a list")
@@ -249,14 +254,12 @@ class MarshmallowShape:
 
     def returns(self, default_cap: int | None) -> str:
         """The catalog's ``guidance.returns``: the dumped fields, cut to fit the hub's budget."""
-        from bailing_flask._pipeline.projection import RETURNS_BUDGET
-
         lead = "An object with: "
         if self.many:
             lead = "A list" + (f" (at most {default_cap})" if default_cap else "") + " of objects with: "
         names = list(self.names)
         text = lead + ", ".join(names) + "."
-        while len(names) > 1 and len(text.encode("utf-16-le")) // 2 > RETURNS_BUDGET:
+        while len(names) > 1 and len(text.encode("utf-16-le")) // 2 > self._budget:
             names.pop()
             text = lead + ", ".join(names) + ", …."
         return text
@@ -270,43 +273,19 @@ def adapt_schema(value: Any, where: str) -> MarshmallowModel:
     return MarshmallowModel(value, where)
 
 
-def webargs_argmaps(view: Any) -> dict[str, Any]:
-    """``{"query": schema, "json": schema}`` read from the webargs decorators under ``@tool``.
-
-    webargs keeps the schema and the location in the closure of the wrapper
-    it makes (nothing else records them), so that is where they are read.
-    """
-    import webargs.core
-
-    found: dict[str, Any] = {}
-    while view is not None:
-        if _is_webargs(view):
-            cells = dict(zip(view.__code__.co_freevars, view.__closure__ or ()))
-            try:
-                parser = cells["self"].cell_contents
-                argmap = cells["argmap"].cell_contents
-                location = cells["location"].cell_contents
-            except (KeyError, ValueError):
-                view = getattr(view, "__wrapped__", None)
-                continue
-            if isinstance(parser, webargs.core.Parser):
-                found[location or parser.location] = argmap
-        view = getattr(view, "__wrapped__", None)
-    return found
-
-
 #: webargs' locations, as the package's errors name them
 _LOCATIONS = {"query": "query", "querystring": "query", "json": "body", "form": "body",
               "json_or_form": "body"}
 
 
 class _Refused(Exception):
-    def __init__(self, refusal: ArgumentError) -> None:
-        super().__init__(refusal.reason)
-        self.refusal = refusal
+    def __init__(self, reason: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.errors = errors
 
 
-def _webargs_refusal(exc: HTTPException) -> ArgumentError | None:
+def _webargs_refusal(exc: HTTPException) -> tuple[str, list[dict[str, Any]]] | None:
     """webargs' ``abort(422, exc=ValidationError, messages=...)`` as the gate's refusal."""
     error = getattr(exc, "exc", None)
     if not isinstance(error, ma.ValidationError) or exc.code is None or not 400 <= exc.code < 500:
@@ -323,8 +302,8 @@ def _webargs_refusal(exc: HTTPException) -> ArgumentError | None:
     return _refusal(messages, data, location)
 
 
-def webargs_finish(state: Any, tool: Any, call_view: Callable[[], Any],
-                   finish: Callable[..., Response], refusal: Callable[[ArgumentError], Any]) -> Response:
+def webargs_finish(state: Any, tool: Any, call_view: Callable[[], Any], finish: Callable[..., Response],
+                   error: Refusal, refusal: Callable[[Any], Any]) -> Response:
     """``finish`` the call; webargs refusing the arguments answers like the gate's refusal.
 
     The gate loads the same schema first, so this is only reached where webargs reads the
@@ -337,10 +316,10 @@ def webargs_finish(state: Any, tool: Any, call_view: Callable[[], Any],
             refused = _webargs_refusal(exc)
             if refused is None:
                 raise
-            raise _Refused(refused) from None
+            raise _Refused(*refused) from None
 
     try:
         return finish(state, tool, view)
     except _Refused as refused:
-        response: Response = state.error_response(refusal(refused.refusal))
+        response: Response = state.error_response(refusal(error(refused.reason, refused.errors)))
         return response

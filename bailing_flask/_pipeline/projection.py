@@ -485,7 +485,7 @@ def _unpack(shape: Any) -> tuple[type[BaseModel], bool]:
     args = get_args(shape)
     if get_origin(shape) is list and len(args) == 1 and _subclass(args[0], BaseModel):
         return args[0], True
-    raise ValueError(f"response= takes a pydantic model class, list[Model] or a marshmallow Schema, not {shape!r}")
+    raise ValueError(f"response= takes a pydantic model class or list[Model] (or a marshmallow Schema), not {shape!r}")
 
 
 class _Shape:
@@ -580,7 +580,7 @@ _SHAPES: weakref.WeakKeyDictionary[type[BaseModel], dict[bool, _Shape]] = weakre
 
 def _shape(declared: Any) -> _Shape:
     if is_marshmallow(declared):  # the same interface
-        return marshmallow_shape(declared)  # type: ignore[no-any-return]
+        return marshmallow_shape(declared, _Ctx, RETURNS_BUDGET)  # type: ignore[no-any-return]
     model, many = _unpack(declared)
     per_model = _SHAPES.setdefault(model, {})
     shape = per_model.get(many)
