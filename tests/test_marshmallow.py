@@ -66,7 +66,7 @@ def refused(response: Any, reason: str) -> dict[str, Any]:
 
 def test_two_subjects_of_two_tenants_call_marshmallow_and_webargs_tools(hub):
     assert sorted(hub.document()["paths"]) == [
-        "/api/orders", "/api/orders/{order_id}/notes", "/api/refunds", "/api/search"]
+        "/api/orders", "/api/orders/{order_id}/notes", "/api/payouts", "/api/refunds", "/api/search"]
     assert hub.probe().json() == {"authorized": False}
     assert hub.call("orders", subject="t1:alice").json() == [
         {"id": 1, "status": "paid", "total": "40.00"}, {"id": 3, "status": "open", "total": "9.99"}]
@@ -124,6 +124,29 @@ def test_a_list_response_is_cut_to_the_default_cap(live_server):
     assert body[0] == {"id": 1, "status": "paid", "total": "40.00"}
     assert body[-1] == {"truncated": {"[]": "kept 1 of 2 items"}}
     assert "A list (at most 1) of objects" in hub.document()["paths"]["/api/orders"]["get"]["x-agent-capability"]["guidance"]["returns"]
+
+
+CLIENT_TOKEN = "client-token-marshmallow-approvals-0123456789"
+JOB = "6f1c2b1e-8d0a-4c7e-9a53-2f4b8c1d9e02"
+
+
+@pytest.fixture
+def app() -> Flask:
+    return create_app(BAILING_CLIENT_TOKENS=CLIENT_TOKEN)
+
+
+def test_a_business_approval_compares_the_arguments_the_schema_loaded(app, bailing_hub, bailing_fake_hub):
+    args = {"order_id": 1, "amount": 12.345}
+    sent = bailing_hub.send_approval_request("payout", args, subject="t1:alice", job_id=JOB,
+                                             approval_id=701)
+    assert sent.status == 200, sent.text
+    with app.app_context():
+        Bailing.state(app).approvals().decide(701, "approved", approver="finance-1")
+    other = bailing_hub.call("payout", {"order_id": 1, "amount": 99}, subject="t1:alice", job_id=JOB)
+    assert other.status == 403 and other.json()["approval"] == "arguments_differ", other.text
+    paid = bailing_hub.call("payout", args, subject="t1:alice", job_id=JOB)
+    assert (paid.status, paid.json()) == (201, {"paid": "12.34"})
+    assert REFUNDS == [{"order_id": 1, "amount": Decimal("12.34")}]
 
 
 # -- the catalog --------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ class MarshmallowModel:
         except ma.ValidationError as exc:
             raise error(*_refusal(exc.messages, data, location)) from None
         if isinstance(loaded, Mapping):
-            return loaded, dict(loaded)
+            return Loaded(loaded), dict(loaded)
         names = [f.attribute or name for name, f in self.schema.load_fields.items()]
         return loaded, {n: getattr(loaded, n) for n in names if hasattr(loaded, n)}
 
@@ -121,22 +121,23 @@ class MarshmallowModel:
         from pydantic import ValidationError
 
         try:
-            return _Dumped(self.validate(data, "body", _Refused)[1])
+            return Loaded(self.validate(data, "body", _Refused)[1])
         except _Refused:
             raise ValidationError.from_exception_data(self.label, []) from None
 
 
-class _Dumped:
-    __slots__ = ("values",)
+class Loaded(dict[str, Any]):
+    """What a schema loaded, as the view gets it: a ``dict``.
 
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
+    It also answers ``model_dump()`` like a pydantic model, so a business approval
+    compares the approved arguments with the call's the same way for both.
+    """
 
     def model_dump(self, mode: str = "python") -> dict[str, Any]:
         if mode != "json":
-            return dict(self.values)
-        loaded: dict[str, Any] = json.loads(json.dumps(self.values, default=str))
-        return loaded
+            return dict(self)
+        values: dict[str, Any] = json.loads(json.dumps(self, default=str))
+        return values
 
 
 def _published(schema: ma.Schema, where: str) -> dict[str, Any]:

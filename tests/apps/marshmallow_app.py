@@ -126,6 +126,10 @@ def create_app(**config: Any) -> Flask:
     def authorize(call: Any) -> bool:
         return call.user is not None
 
+    @bailing.approval_request
+    def approval_request(request: Any) -> None:
+        """The business's queue of approvals (decided in the test)."""
+
     @app.post("/api/refunds")
     @tool(scope="refund.write", response=RefundOut, allow_unsigned=True)
     @use_args(RefundIn, location="json")
@@ -138,6 +142,13 @@ def create_app(**config: Any) -> Flask:
         row = {"id": len(REFUNDS), "order_id": args["order_id"], "amount": args["amount"],
                "status": "pending", **_row(args["order_id"], tenant)}
         return row, 201
+
+    @app.post("/api/payouts")
+    @tool(scope="payout.execute", risk="high", body=RefundIn, business_approval=True)
+    def payout() -> Any:
+        """Pay a refund out, once this business approved it."""
+        REFUNDS.append(dict(get_arguments().body))
+        return {"paid": str(get_arguments().body["amount"])}, 201
 
     @app.get("/api/orders")
     @tool(scope="order.read", query=OrderQuery, response=OrderOut(many=True))
