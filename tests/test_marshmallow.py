@@ -164,8 +164,8 @@ def test_the_catalog_publishes_each_schema_as_json_schema_the_hub_accepts(hub):
                        "amount": {"type": "number", "minimum": 0.01},
                        "reason": {"type": "string", "maxLength": 200}}}
     note = document["paths"]["/api/orders/{order_id}/notes"]["post"]["requestBody"]
-    links = note["content"]["application/json"]["schema"]["properties"]["links"]
-    assert links["items"] == {  # a nested schema is inlined
+    attachments = note["content"]["application/json"]["schema"]["properties"]["attachments"]
+    assert attachments["items"] == {  # a nested schema is inlined
         "type": "object", "additionalProperties": False, "required": ["name"],
         "properties": {"name": {"type": "string", "maxLength": 80},
                        "size": {"type": "integer", "minimum": 0, "maximum": 10_000_000}}}
@@ -211,6 +211,11 @@ def test_a_validator_message_quoting_the_value_is_not_echoed_to_the_model(hub):
     body = refused(response, "invalid_parameter")
     assert card not in response.text
     assert body["errors"][0]["parameter"] == "text"
+    # nested too: an attachment named like a card number
+    nested = hub.call("add_note", {"order_id": 1, "text": "see file",
+                                   "attachments": [{"name": card}]}, subject="t1:alice")
+    assert refused(nested, "invalid_parameter")["errors"][0]["parameter"] == "attachments.0.name"
+    assert card not in nested.text
 
 
 def test_webargs_missing_argument_answers_the_hub_in_the_packages_shape(hub):

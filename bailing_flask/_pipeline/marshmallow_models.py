@@ -22,7 +22,6 @@ else, so an app without marshmallow never loads it.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, get_args, get_origin
@@ -37,11 +36,9 @@ from bailing_flask._pipeline.schema import openapi_schema
 
 __all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_finish"]
 
-logger = logging.getLogger("bailing_flask")
 #: how a refusal is raised: ``error(reason, errors)`` (the pipeline's ``ArgumentError``)
 Refusal = Callable[[str, list[dict[str, Any]]], Exception]
 _REF = "#/components/schemas/"
-_PROBLEMS = {"required": "missing", "unknown": "unknown", "null": "null", "invalid": "invalid"}
 
 
 def _instance(schema: Any, where: str) -> ma.Schema:
@@ -110,7 +107,7 @@ class MarshmallowModel:
         try:
             loaded = self.schema.load(data)
         except ma.ValidationError as exc:
-            raise error(*_refusal(exc.messages, data, location)) from None
+            raise error(*_refusal(exc.messages, data, location, self.schema.error_messages["unknown"])) from None
         if isinstance(loaded, Mapping):
             return Loaded(loaded), dict(loaded)
         names = [f.attribute or name for name, f in self.schema.load_fields.items()]
@@ -188,18 +185,31 @@ def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix or "(body)", str(messages))]
 
 
-def _refusal(messages: Any, data: Mapping[str, Any], location: str) -> tuple[str, list[dict[str, Any]]]:
+def _quotes(message: str, sent: Any, depth: int = 0) -> bool:
+    """Whether ``message`` contains any value that was sent (nested ones included)."""
+    if isinstance(sent, Mapping):
+        sent = list(sent.values())
+    if isinstance(sent, (list, tuple)):
+        return depth < 10 and any(_quotes(message, item, depth + 1) for item in sent[:1000])
+    if sent is None or isinstance(sent, bool):
+        return False
+    return str(sent) in message
+
+
+def _refusal(
+    messages: Any, data: Mapping[str, Any], location: str, unknown_message: str = "Unknown field.",
+) -> tuple[str, list[dict[str, Any]]]:
     """``(reason, errors)`` of a refusal, in the package's terms."""
     unknown, errors = [], []
     for name, message in _flatten(messages):
         name = f"({location})" if name == "(body)" else name
-        if message == ma.Schema._default_error_messages["unknown"]:
+        if message == unknown_message:
             unknown.append({"parameter": name, "location": location})
             continue
         problem = "missing" if message == ma.fields.Field.default_error_messages["required"] else "invalid"
-        value = data.get(name.split(".", 1)[0])
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) in message:
-            message = "The value is not valid for this parameter."  # a message quoting the value
+        sent = data if name.startswith("(") else data.get(name.split(".", 1)[0])
+        if _quotes(message, sent):  # e.g. a validator of the app's: f"{value} is taken"
+            message = "The value is not valid for this parameter."
         elif problem == "missing":
             message = "This parameter is required."
         errors.append({"parameter": name, "location": location, "problem": problem, "message": message})

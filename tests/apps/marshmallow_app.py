@@ -75,14 +75,14 @@ def not_a_card_number(value: str) -> None:
 
 
 class Attachment(Schema):
-    name = fields.String(required=True, validate=validate.Length(max=80))
+    name = fields.String(required=True, validate=[validate.Length(max=80), not_a_card_number])
     size = fields.Integer(validate=validate.Range(min=0, max=10_000_000))
 
 
 class NoteIn(Schema):
     text = fields.String(required=True, validate=[validate.Length(min=1, max=500), not_a_card_number])
     pinned = fields.Boolean(load_default=False)
-    links = fields.List(fields.Nested(Attachment), validate=validate.Length(max=3))
+    attachments = fields.List(fields.Nested(Attachment), validate=validate.Length(max=3))
 
 
 class Problem(Schema):
