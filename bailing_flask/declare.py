@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast, get_origin, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
@@ -250,8 +250,9 @@ class ToolOptions(_Model):
     extensions: dict[str, Any] | None = None
     enabled: bool | None = None
     methods: tuple[str, ...] | None = None
-    query: type[BaseModel] | None = None
-    body: type[BaseModel] | None = None
+    #: A pydantic model class, or a marshmallow ``Schema`` (class or instance).
+    query: Any = None
+    body: Any = None
     params: tuple[Param, ...] | None = None
     authorizer: Callable[..., Any] | None = None
     allow_unsigned: bool | None = None
@@ -287,6 +288,17 @@ class ToolOptions(_Model):
         if self.validate_unsigned and self.allow_unsigned is False:
             raise ValueError("validate_unsigned=True needs allow_unsigned=True (it validates unsigned requests)")
         return self
+
+    @field_validator("query", "body")
+    @classmethod
+    def _input_model(cls, value: Any) -> Any:
+        from bailing_flask._pipeline.foreign import is_marshmallow
+
+        if value is None or (isinstance(value, type) and issubclass(value, BaseModel)):
+            return value
+        if is_marshmallow(value) and not get_origin(value):
+            return value
+        raise ValueError("expected a pydantic model class or a marshmallow Schema")
 
     @field_validator("response", "error_response")
     @classmethod
@@ -414,8 +426,8 @@ class ToolKwargs(TypedDict, total=False):
     extensions: Mapping[str, Any]
     enabled: bool
     methods: str | Sequence[str]
-    query: type[BaseModel]
-    body: type[BaseModel]
+    query: type[BaseModel] | Any  # or a marshmallow Schema (class or instance)
+    body: type[BaseModel] | Any  # or a marshmallow Schema (class or instance)
     params: Sequence[Param]
     authorizer: Callable[..., Any]
     allow_unsigned: bool

@@ -3,8 +3,8 @@
 A fresh interpreter imports ``bailing_flask``, builds ``Bailing(app)`` with a
 tool on the memory store and serves one signed call. The hub's payload
 models (read only by the callback endpoints), the other store backends
-(and ``sqlite3``), the transaction mode, OpenTelemetry, the CLI, the doctor
-and the exercise are not imported at any point; the linter loads with the
+(and ``sqlite3``), the transaction mode, OpenTelemetry, the CLI, the doctor,
+the exercise and marshmallow support are not imported at any point; the linter loads with the
 first request (which compiles the catalog, so that declaration problems are
 logged at start-up), not before.
 """
@@ -31,6 +31,11 @@ NEVER = (
     "bailing_flask.cli",
     "bailing_flask.doctor",
     "bailing_flask.exercise",
+    # marshmallow support: only for an app that declares a marshmallow schema or uses webargs
+    "bailing_flask._pipeline.marshmallow_models",
+    "marshmallow",
+    "apispec",
+    "webargs",
 )
 #: not imported until the first request compiles the catalog
 LINTER = ("bailing_flask.lint", "bailing_flask.lint.codes", "bailing_flask.lint.compiler",

@@ -64,7 +64,7 @@ class ArgumentError(Exception):
 class ValidatedArguments:
     __slots__ = ("args", "query", "body")
 
-    def __init__(self, args: dict[str, Any], query: BaseModel | None, body: BaseModel | None) -> None:
+    def __init__(self, args: dict[str, Any], query: Any, body: Any) -> None:
         self.args = MappingProxyType(args)
         self.query = query
         self.body = body
@@ -119,11 +119,13 @@ def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
     return dict((schema or {}).get("properties") or {})
 
 
-def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dict[str, Any]]:
+def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
     model = tool.query_model
     if not request.environ.get("QUERY_STRING"):  # the common POST: nothing to parse
         if model is None:
             return None, {}
+        if not isinstance(model, type):  # a marshmallow schema
+            return model.validate_query({}, ArgumentError)
         return _checked_query(tool, model, {})
     try:
         args = request.args
@@ -146,6 +148,8 @@ def _validate_query(tool: Tool, request: Request) -> tuple[BaseModel | None, dic
                 {"parameter": k, "location": "query"} for k in unknown
             ])
         return None, {}
+    if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
+        return model.validate_query(args.to_dict(), ArgumentError)
     if not _allows_extra(model):
         unknown = sorted(set(args.keys()) - _field_names(model))
         if unknown:
@@ -214,7 +218,7 @@ def _raw_body(request: Request) -> bytes:
 
 def _validate_body(
     tool: Tool, request: Request, human: bool = False
-) -> tuple[BaseModel | None, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any]]:
     if tool.method == "GET":
         return None, {}
     if human and request.mimetype in _FORM_TYPES:
@@ -241,6 +245,8 @@ def _validate_body(
                 {"parameter": k, "location": "body"} for k in sorted(data)
             ])
         return None, {}
+    if not isinstance(model, type):  # a marshmallow schema
+        return model.validate(data, "body", ArgumentError)
     if not _allows_extra(model):
         unknown = sorted(set(data) - _field_names(model))
         if unknown:

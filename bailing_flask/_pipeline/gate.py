@@ -33,6 +33,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 import bailing_flask.audit as audit
 from bailing_flask.approvals import _ApprovalRefused, check_business_approval
 from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
+from bailing_flask._pipeline.foreign import webargs_finish
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
@@ -371,6 +372,8 @@ def run_gate(
 
     def execute() -> Response:
         # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+        if tool.webargs:  # webargs' own 422 answers as the gate refuses arguments
+            return webargs_finish(state, tool, call_view, finish, ArgumentError, _argument_refusal)
         return finish(state, tool, call_view)
 
     guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too

@@ -24,19 +24,17 @@ row. Per call:
    field with ``json_schema_extra={"sensitive": True}``, or pydantic's
    ``exclude=True``) are validated but never serialised.
 
-A result that does not validate is withheld: the call answers ``500
-invalid_response`` and the log names the fields and the error types,
-never a value.
+A result that does not validate is withheld: the call answers ``500 invalid_response`` and the
+log names the fields and the error types, never a value.
 
-The model reads failed calls' bodies too: with ``response=`` a non-2xx
-answer (returned, ``abort()``-ed, or an error page rendered for an exception)
-carries only the package's bounded error shape
-(:func:`~bailing_flask._pipeline.answers.error_shape`), or
-``error_response=Model`` projected like ``response=``. :func:`finish` does it
-inside the de-duplicated run (a stored answer is the projected one);
-:func:`guard_answer` shapes the pages Flask renders outside it. Everything that depends only on the declaration (which
-fields, which limits, what to exclude, the pydantic adapter, the catalog's
-``returns`` text) is compiled once per model or tool at registry build.
+The model reads failed calls' bodies too: with ``response=`` a non-2xx answer (returned,
+``abort()``-ed, or an error page rendered for an exception) carries only the package's bounded
+error shape (:func:`~bailing_flask._pipeline.answers.error_shape`), or ``error_response=Model``
+projected like ``response=``. :func:`finish` does it inside the de-duplicated run (a stored answer
+is the projected one); :func:`guard_answer` shapes the pages Flask renders outside it. Everything
+that depends only on the declaration (which fields, which limits, what to exclude, the pydantic
+adapter, the catalog's ``returns`` text) is compiled once per model or tool at registry build. A
+marshmallow schema is compiled by :mod:`~bailing_flask._pipeline.marshmallow_models` instead.
 """
 
 from __future__ import annotations
@@ -72,6 +70,7 @@ from bailing_flask._pipeline.answers import (
     split as _split,
     status_code as _status_code,
 )
+from bailing_flask._pipeline.foreign import is_marshmallow, marshmallow_shape
 from bailing_flask._sync import call_sync
 from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
@@ -485,7 +484,7 @@ def _unpack(shape: Any) -> tuple[type[BaseModel], bool]:
     args = get_args(shape)
     if get_origin(shape) is list and len(args) == 1 and _subclass(args[0], BaseModel):
         return args[0], True
-    raise ValueError(f"response= takes a pydantic model class or list[Model], not {shape!r}")
+    raise ValueError(f"response= takes a pydantic model class or list[Model] (or a marshmallow Schema), not {shape!r}")
 
 
 class _Shape:
@@ -579,6 +578,8 @@ _SHAPES: weakref.WeakKeyDictionary[type[BaseModel], dict[bool, _Shape]] = weakre
 
 
 def _shape(declared: Any) -> _Shape:
+    if is_marshmallow(declared):  # the same interface
+        return marshmallow_shape(declared, _Ctx, RETURNS_BUDGET)  # type: ignore[no-any-return]
     model, many = _unpack(declared)
     per_model = _SHAPES.setdefault(model, {})
     shape = per_model.get(many)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask
 from pydantic import BaseModel, ConfigDict, create_model
 
+from bailing_flask._pipeline.foreign import tool_inputs
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
 from bailing_flask._sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
@@ -31,6 +32,7 @@ from bailing_flask.settings import Config
 from bailing_flask._state import BailingState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from bailing_flask._pipeline.marshmallow_models import MarshmallowModel
     from bailing_flask.lint.codes import Finding
 
 __all__ = ["Tool", "Registry", "NotExported", "build_registry", "registry_of"]
@@ -69,9 +71,11 @@ class Tool:
     sensitive: bool
     parameters: tuple[dict[str, Any], ...]
     body_schema: dict[str, Any] | None
-    query_model: type[BaseModel] | None
-    body_model: type[BaseModel] | None
+    query_model: type[BaseModel] | MarshmallowModel | None
+    body_model: type[BaseModel] | MarshmallowModel | None
     path_kinds: dict[str, str] = field(default_factory=dict)
+    #: A webargs decorator parses the view's arguments (its refusals answer like the gate's).
+    webargs: bool = False
     #: The declaration this tool was compiled from.
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
     #: What ``result=`` and ``response=`` make of a successful answer (``None``: nothing).
@@ -251,9 +255,13 @@ def _types(schema: Any) -> list[str]:
     return [raw] if isinstance(raw, str) else []
 
 
+def _input_schema(model: type[BaseModel] | MarshmallowModel, where: str) -> dict[str, Any]:
+    return model_schema(model, where) if isinstance(model, type) else model.json_schema()
+
+
 def _parameters(
-    rule: Any, options: ToolOptions, name: str, method: str, where: str
-) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | None]:
+    rule: Any, options: ToolOptions, name: str, method: str, where: str, query: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, str], type[BaseModel] | MarshmallowModel | None]:
     """OpenAPI parameter objects from the route and the declaration."""
     explicit = {(p.location, p.name): p for p in options.params or ()}
     converters = getattr(rule, "_converters", None) or {}
@@ -285,9 +293,9 @@ def _parameters(
             raise ToolDeclarationError(
                 f"{where}: Param({param_name!r}, location='path') is not a variable of {rule.rule!r}"
             )
-    query_model = options.query
+    query_model = query
     if query_model is not None:
-        schema = model_schema(query_model, where)
+        schema = _input_schema(query_model, where)
         required = set(schema.get("required", []))
         for prop, prop_schema in (schema.get("properties") or {}).items():
             prop_schema = dict(prop_schema)
@@ -337,14 +345,15 @@ def _default_name(endpoint: str, method: str, several: bool, prefix: str | None)
 
 def _compile_tool(
     rule: Any, method: str, declaration: Declaration, options: ToolOptions, several: bool,
-    max_items: int | None = None,
+    max_items: int | None = None, registered: Any = None,
 ) -> Tool:
     where = f"{declaration.qualname} ({method} {rule.rule})"
     name = options.name or _default_name(rule.endpoint, method, several, options.name_prefix)
-    parameters, kinds, query_model = _parameters(rule, options, name, method, where)
+    query, body, webargs = tool_inputs(options.query, options.body, declaration.view, method, where, registered)
+    parameters, kinds, query_model = _parameters(rule, options, name, method, where, query)
     body_schema: dict[str, Any] | None = None
-    if options.body is not None:
-        body_schema = model_schema(options.body, where)
+    if body is not None:
+        body_schema = _input_schema(body, where)
     scope = options.scope or ""
     if options.scope_prefix and scope:
         scope = options.scope_prefix + scope
@@ -376,7 +385,8 @@ def _compile_tool(
         parameters=tuple(parameters),
         body_schema=body_schema,
         query_model=query_model,
-        body_model=options.body,
+        body_model=body,
+        webargs=webargs,
         path_kinds=kinds,
         declaration=declaration,
         shaper=shaper,
@@ -467,7 +477,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
                     rule.endpoint, method, rule.rule, f"alias of {first.rule!r} (one rule per tool)"
                 ))
                 continue
-            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items)
+            compiled = _compile_tool(rule, method, declared[method][0], options, several, max_items, view)
             if compiled.options.deprecated:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "deprecated=True"))
             by_endpoint[(rule.endpoint, method)] = compiled
