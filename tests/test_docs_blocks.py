@@ -30,6 +30,9 @@ UNCHECKED = {
         "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
     ("contributing", "bash scripts/test.sh              # the test suite (installs what it needs)"):
         "the checks CI runs (.ci/run); the Sphinx line runs in a fresh venv in tests/test_docs_pages.py",
+    ("cli", "$ flask --app shop bailing store init"):
+        "needs PostgreSQL, which the docs build has not; tests/test_sql_store.py runs it against a real "
+        "one and checks the page shows what it printed",
 }
 
 _BLOCK = re.compile(r"^(?P<indent> *)\.\. code-block:: *(?P<lang>\S+)\n(?P<options>(?:(?P=indent)   :.*\n)*)\n"

@@ -42,6 +42,12 @@ def test_the_quickstart_app_passes_mypy_strict():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_command_line_pages_shop_passes_mypy_strict():
+    result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "shop.py", "seed.py"],
+                 EXAMPLES / "cli")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("folder", ["quickstart", "testing"])
 def test_the_tests_the_docs_show_pass_with_the_plugin(folder):
     result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".",
