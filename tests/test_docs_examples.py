@@ -42,9 +42,10 @@ def test_the_quickstart_app_passes_mypy_strict():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_command_line_pages_shop_passes_mypy_strict():
-    result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "shop.py", "seed.py"],
-                 EXAMPLES / "cli")
+@pytest.mark.parametrize(("folder", "files"), [("cli", ["shop.py", "seed.py"]),
+                                              ("configuration", ["ways_in.py"])])
+def test_the_examples_of_the_reference_pages_pass_mypy_strict(folder, files):
+    result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files], EXAMPLES / folder)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -107,3 +108,42 @@ def test_the_prometheus_recipe_counts_calls_and_refusals(quickstart):
     metrics = app.test_client().get("/metrics").text
     assert 'bailing_tool_calls_total{reason="",status="200",tool="order_get"} 1.0' in metrics
     assert 'bailing_refusals_total{event="tool_call",reason="forbidden"} 1.0' in metrics
+
+
+@pytest.fixture
+def ways_in(monkeypatch):
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.delenv("BAILING_STORE", raising=False)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "configuration"))
+    import ways_in as module
+
+    return module
+
+
+def test_the_configuration_pages_app_config_is_read_once_at_init_app(ways_in):
+    from bailing_flask import Bailing
+
+    app = ways_in.from_app_config()
+    assert list(Bailing.config(app).secrets) == [SECRET] and Bailing.config(app).store is None
+    app.config["BAILING_SECRETS"] = ["another-secret-of-at-least-thirty-two-bytes"]
+    assert list(Bailing.config(app).secrets) == [SECRET]  # changing app.config later changes nothing
+    assert HubSimulator(app, SECRET).fetch_catalog().status == 200
+
+
+def test_the_configuration_pages_constructor_takes_defaults_by_their_lower_case_name(ways_in):
+    from flask import Flask
+
+    from bailing_flask import Bailing, ConfigurationError
+
+    assert Bailing.config(ways_in.from_defaults()).window == 120
+    with pytest.raises(ConfigurationError, match="windo"):
+        Bailing(Flask("typo"), secrets=[SECRET], windo=120)
+
+
+def test_the_configuration_pages_factory_serves_several_apps_from_one_extension(ways_in):
+    from bailing_flask import Bailing
+
+    first = ways_in.create_app({"BAILING_SECRETS": [SECRET], "BAILING_WINDOW": 60})
+    second = ways_in.create_app({"BAILING_SECRETS": [SECRET]})
+    assert (Bailing.config(first).window, Bailing.config(second).window) == (60, 300)
+    assert first.extensions["bailing"] is not second.extensions["bailing"]
