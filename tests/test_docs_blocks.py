@@ -33,6 +33,31 @@ UNCHECKED = {
     ("cli", "$ flask --app shop bailing store init"):
         "needs PostgreSQL, which the docs build has not; tests/test_sql_store.py runs it against a real "
         "one and checks the page shows what it printed",
+    ("concepts/base-url", "bailing doctor  base_url https://shop.example.com/api"):
+        "needs the deployed app; tests/test_base_url.py runs the doctor against a real server mounted "
+        "under /api and checks these lines",
+    ("concepts/index", "hub ──► BailingMiddleware ─────────► Flask routing ──► "
+                       "@tool gate ─────────────────────► your view"):
+        "a drawing of a call's way through the package, not code",
+    ("deployment", "$ gunicorn -b 127.0.0.1:8011 rawtarget:app &"):
+        "a server in the background and curl; tests/test_docs_deployment.py runs rawtarget.py under a "
+        "real gunicorn and checks these lines",
+    ("deployment", 'gunicorn --bind 127.0.0.1:8000 --workers 4 --timeout 60 "shop:app"'):
+        "the reader's production command line; tests/_servers.py runs gunicorn on the suite's apps",
+    ("deployment", 'SCRIPT_NAME=/openapi gunicorn --bind 127.0.0.1:8000 "shop:app"'):
+        "the reader's production command lines; tests/test_base_url.py serves an app under a prefix",
+    ("deployment", "uwsgi --socket 127.0.0.1:8001 --plugin python3 --module shop:app --master --processes 4"):
+        "uWSGI's own protocol, for nginx in front of it; the suite has no nginx",
+    ("deployment", "uwsgi --http-socket 127.0.0.1:8001 --module shop:app --master --processes 4 \\"):
+        "the reader's production command line; tests/_servers.py runs uWSGI with these options",
+    ("deployment", "upstream shop {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "location / {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "location /openapi/ {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "FAIL  catalog.access        inconclusive: signed 401 (bad_signature); the hub "
+                   "refuses the refresh and keeps"):
+        "the doctor's report on a deployment behind a proxy that strips the prefix",
+    ("deployment", "$ flask --app shop bailing doctor --url https://shop.example.com/openapi --subject t1:u1"):
+        "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
 }
 
 _BLOCK = re.compile(r"^(?P<indent> *)\.\. code-block:: *(?P<lang>\S+)\n(?P<options>(?:(?P=indent)   :.*\n)*)\n"

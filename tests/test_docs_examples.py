@@ -43,7 +43,8 @@ def test_the_quickstart_app_passes_mypy_strict():
 
 
 @pytest.mark.parametrize(("folder", "files"), [("cli", ["shop.py", "seed.py"]),
-                                              ("configuration", ["ways_in.py"])])
+                                              ("configuration", ["ways_in.py"]),
+                                              ("base_url", ["shop.py"])])
 def test_the_examples_of_the_reference_pages_pass_mypy_strict(folder, files):
     result = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files], EXAMPLES / folder)
     assert result.returncode == 0, result.stdout + result.stderr
