@@ -20,6 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
+_RUNS = ("a run of minutes; tests/test_reliability_report.py checks that every command shown is one "
+         "the benchmarks and pytest accept")
+
 #: (page, first line of the block) -> why it cannot run in the suite
 UNCHECKED = {
     ("quickstart", "git clone https://github.com/bailinghub/bailing_flask"):
@@ -46,7 +49,8 @@ UNCHECKED = {
         "the reader's production command line; tests/_servers.py runs gunicorn on the suite's apps",
     ("deployment", 'SCRIPT_NAME=/openapi gunicorn --bind 127.0.0.1:8000 "shop:app"'):
         "the reader's production command lines; tests/test_base_url.py serves an app under a prefix",
-    ("deployment", "uwsgi --socket 127.0.0.1:8001 --plugin python3 --module shop:app --master --processes 4"):
+    ("deployment", "uwsgi --socket 127.0.0.1:8001 --plugin python3 --module shop:app --master "
+                   "--processes 4"):
         "uWSGI's own protocol, for nginx in front of it; the suite has no nginx",
     ("deployment", "uwsgi --http-socket 127.0.0.1:8001 --module shop:app --master --processes 4 \\"):
         "the reader's production command line; tests/_servers.py runs uWSGI with these options",
@@ -56,8 +60,22 @@ UNCHECKED = {
     ("deployment", "FAIL  catalog.access        inconclusive: signed 401 (bad_signature); the hub "
                    "refuses the refresh and keeps"):
         "the doctor's report on a deployment behind a proxy that strips the prefix",
-    ("deployment", "$ flask --app shop bailing doctor --url https://shop.example.com/openapi --subject t1:u1"):
+    ("deployment", "$ flask --app shop bailing doctor --url https://shop.example.com/openapi "
+                   "--subject t1:u1"):
         "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
+    ("reliability", "python -m benchmarks.reliability                  # every part, full length"):
+        _RUNS,
+    ("reliability/load", "python -m benchmarks.reliability --parts load            "
+                         "# the full run, about 6 minutes"): _RUNS,
+    ("reliability/faults", "python -m pytest tests/test_faults_*.py -q"): _RUNS,
+    ("reliability/faults", "python -m benchmarks.reliability.faults            # about two minutes"):
+        _RUNS,
+    ("reliability/fuzz", "pip install -e '.[test,fuzz]'"):
+        "an install from the package index; tests/test_reliability_report.py checks the extras exist",
+    ("reliability/fuzz", "python -m pytest tests/test_fuzz_middleware.py tests/test_fuzz_sockets.py \\"):
+        _RUNS,
+    ("reliability/fuzz", "python -m benchmarks.reliability.fuzz          # the fuzzing figures only"):
+        _RUNS,
 }
 
 _BLOCK = re.compile(r"^(?P<indent> *)\.\. code-block:: *(?P<lang>\S+)\n(?P<options>(?:(?P=indent)   :.*\n)*)\n"

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,3 +162,31 @@ def test_the_front_pages_app_serves_its_tool_to_the_user_its_authorizer_admits(m
     assert hub.call("order_get", {"order_id": 1001}, subject="t2:bob").status == 403
     assert hub.call("order_get", {"order_id": 1001}, subject="t9:nobody").status == 403
     assert hub.probe().json() == {"authorized": False}
+
+
+def _capability(app: Any) -> dict[str, Any]:
+    from bailing_flask import Bailing
+
+    return Bailing.state(app).catalog().document["paths"]["/api/refunds/{request_id}/execute"]["post"][
+        "x-agent-capability"]
+
+
+def test_the_declaration_the_payloads_page_shows_has_the_capability_it_shows(monkeypatch):
+    """The page renders the capability from options of its own; the declaration shown must match them."""
+    from flask import Flask
+
+    from bailing_flask import Bailing, tool
+
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "hub_payloads"))
+    import refund
+
+    text = (ROOT / "docs" / "concepts" / "hub-payloads.rst").read_text(encoding="utf-8")
+    rendered = text.split(".. bailing-json::\n\n", 1)[1].split("\n\n", 1)[0].strip()
+    options = eval(rendered, {"capability": lambda **given: given})  # noqa: S307 - the page's own text
+    app = Flask("rendered")
+    app.config["BAILING_SECRETS"] = [SECRET]
+    Bailing(app).authorizer(lambda call: True)
+    declare = tool(name="refund_execute", **options)
+    app.post("/api/refunds/<int:request_id>/execute")(declare(lambda request_id: {}))
+    assert _capability(refund.app) == _capability(app)
