@@ -190,3 +190,52 @@ def test_the_declaration_the_payloads_page_shows_has_the_capability_it_shows(mon
     declare = tool(name="refund_execute", **options)
     app.post("/api/refunds/<int:request_id>/execute")(declare(lambda request_id: {}))
     assert _capability(refund.app) == _capability(app)
+
+
+@pytest.fixture
+def guarded(monkeypatch):
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "authorization"))
+    import guarded as module
+
+    module.AuditRow.rows.clear()
+    return module
+
+
+def test_the_authorization_pages_login_required_admits_admitted_calls_and_sends_browsers_to_log_in(guarded):
+    hub = HubSimulator(guarded.app, SECRET)
+    assert hub.call("order_get", {"order_id": 1001}, subject="t1:alice").json() == {"order_id": 1001}
+    assert hub.call("order_get", {"order_id": 666}, subject="t1:alice").status == 403
+    browser = guarded.app.test_client()
+    assert browser.get("/api/orders/1001").status_code == 401  # unsigned: the package refuses it first
+    with guarded.app.test_request_context("/api/orders/1001"):  # what the decorator does without a call
+        assert guarded.login_required(lambda: "view")().location == "/login"
+
+
+def test_the_authorization_pages_per_tool_authorizer_and_signals(guarded):
+    hub = HubSimulator(guarded.app, SECRET)
+    assert hub.call("whoami", subject="t1:alice", job_id="job-1").json() == {"subject": "t1:alice"}
+    assert hub.call("whoami", subject="t9:nobody", job_id="job-2").status == 403
+    assert guarded.AuditRow.rows == [
+        {"job_id": "job-1", "subject": "t1:alice", "tool": "whoami", "status": 200, "key": "0"},
+        {"job_id": "job-2", "tool": "whoami", "status": 403, "reason": "forbidden"},
+    ]
+
+
+def test_the_subject_pages_loader_and_what_a_view_reads_of_the_call(monkeypatch):
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "subject"))
+    import reading
+
+    hub = HubSimulator(reading.app, SECRET)
+    answer = hub.call("order_note", {"order_id": 7, "text": "call back"}, subject="t1:u1001", job_id="job-9")
+    assert answer.json() == {"subject": "t1:u1001", "user": "u1001", "job_id": "job-9", "scope": "order.write",
+                             "args": {"order_id": 7, "text": "call back"}, "same": True, "call": True}
+    for unknown in ("t1:u9999", "no-separator", "__bailing_authz_probe__:nobody"):
+        assert hub.call("order_note", {"order_id": 7, "text": "x"}, subject=unknown).status == 403, unknown
+    with reading.app.test_request_context("/api/orders/7/notes"):
+        from bailing_flask import NotVerifiedError, current_call, get_current_call
+
+        assert get_current_call() is None
+        with pytest.raises(NotVerifiedError):
+            current_call.subject  # noqa: B018 - reading it is the test
