@@ -63,6 +63,11 @@ UNCHECKED = {
     ("deployment", "$ flask --app shop bailing doctor --url https://shop.example.com/openapi "
                    "--subject t1:u1"):
         "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
+    ("concepts/verification", 'canonical = <ts> "." <METHOD> "." <pathWithQuery> "." <sha256 hex of the body> '
+                              '"." <On-Behalf-Of> "." <Job-Id>'):
+        "a formula; the pycon session below it computes it",
+    ("concepts/verification", '{"error": "timestamp_out_of_window", "reason": "malformed_timestamp",'):
+        "tests/test_docs_examples.py compares it with the answer such a request gets",
     ("reliability", "python -m benchmarks.reliability                  # every part, full length"):
         _RUNS,
     ("reliability/load", "python -m benchmarks.reliability --parts load            "

@@ -229,8 +229,9 @@ def test_the_subject_pages_loader_and_what_a_view_reads_of_the_call(monkeypatch)
 
     hub = HubSimulator(reading.app, SECRET)
     answer = hub.call("order_note", {"order_id": 7, "text": "call back"}, subject="t1:u1001", job_id="job-9")
-    assert answer.json() == {"subject": "t1:u1001", "user": "u1001", "job_id": "job-9", "scope": "order.write",
-                             "args": {"order_id": 7, "text": "call back"}, "same": True, "call": True}
+    assert answer.json() == {"subject": "t1:u1001", "user": "u1001", "job_id": "job-9",
+                             "scope": "order.write", "args": {"order_id": 7, "text": "call back"},
+                             "same": True, "call": True}
     for unknown in ("t1:u9999", "no-separator", "__bailing_authz_probe__:nobody"):
         assert hub.call("order_note", {"order_id": 7, "text": "x"}, subject=unknown).status == 403, unknown
     with reading.app.test_request_context("/api/orders/7/notes"):
@@ -239,3 +240,82 @@ def test_the_subject_pages_loader_and_what_a_view_reads_of_the_call(monkeypatch)
         assert get_current_call() is None
         with pytest.raises(NotVerifiedError):
             current_call.subject  # noqa: B018 - reading it is the test
+
+
+def test_the_business_approval_pages_tool_runs_only_after_this_app_approved_it(monkeypatch):
+    from types import SimpleNamespace
+
+    from bailing_flask.hub.fake import serve
+
+    with serve() as (fake, url):
+        monkeypatch.setenv("BAILING_SECRET", SECRET)
+        monkeypatch.setenv("BAILING_CLIENT_TOKEN", "docs-example-client-token-0123456789abcdef")
+        monkeypatch.setenv("BAILING_HUB_URL", url)
+        monkeypatch.syspath_prepend(str(EXAMPLES / "business_approval"))
+        import payout
+
+        hub = HubSimulator(payout.app, SECRET)
+        hub.fake_hub = fake  # the approvals the simulator sends are opened there too
+        refused = hub.call("refund_execute", {"request_id": 7}, subject="t1:alice", job_id="job-1")
+        assert (refused.status, refused.json()["approval"]) == (403, "missing")
+        sent = hub.send_approval_request("refund_execute", {"request_id": 7}, subject="t1:alice",
+                                         job_id="job-1", approval_id=501)
+        assert sent.status == 200 and len(payout.FINANCE_QUEUE) == 1
+        pending = hub.call("refund_execute", {"request_id": 7}, subject="t1:alice", job_id="job-1")
+        assert pending.json()["approval"] == "pending" and payout.PAID == []
+        with payout.app.app_context():
+            payout.finance_decides(501, "approved", SimpleNamespace(id="finance-1"))
+        assert fake.decisions[0]["decision"] == "approved"
+        paid = hub.call("refund_execute", {"request_id": 7}, subject="t1:alice", job_id="job-1")
+        assert paid.status == 201 and payout.PAID == [7]
+
+
+@pytest.fixture
+def plain_wsgi(monkeypatch):
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "verification"))
+    import plain_wsgi as module
+
+    return module
+
+
+def test_the_verification_pages_refusal_is_what_a_malformed_timestamp_gets(plain_wsgi):
+    from flask import Flask
+
+    from bailing_flask import Bailing
+    from bailing_flask.testing import signed_headers
+
+    text = (ROOT / "docs" / "concepts" / "verification.rst").read_text(encoding="utf-8")
+    block = text.split(".. code-block:: json\n   :class: unchecked\n\n", 1)[1].split("\n\n", 1)[0]
+    app = Flask("stale")
+    app.config["BAILING_SECRETS"] = [SECRET]
+    Bailing(app)
+    malformed = signed_headers(SECRET, "GET", "/api/ping", ts="1.5e9")
+    answer = app.test_client().get("/api/ping", headers=malformed)
+    assert answer.status_code == 401 and answer.json == json.loads(block)
+
+
+def test_the_verification_pages_error_handler_restyles_every_refusal(plain_wsgi):
+    from bailing_flask.testing import signed_headers
+
+    hub = HubSimulator(plain_wsgi.app, SECRET)
+    denied = hub.call("ping")  # anonymous: the authorizer says no
+    assert (denied.status, denied.json()) == (403, {"code": 0, "msg": "forbidden"})
+    forged_headers = signed_headers("another-secret" * 3, "GET", "/api/ping")
+    forged = plain_wsgi.app.test_client().get("/api/ping", headers=forged_headers)
+    assert (forged.status_code, forged.json) == (401, {"code": 0, "msg": "bad_signature"})
+
+
+def test_the_verification_pages_plain_wsgi_app_reads_the_verified_call(plain_wsgi):
+    from werkzeug.test import Client
+
+    from bailing_flask.testing import signed_headers
+
+    client = Client(plain_wsgi.application)
+    headers = signed_headers(SECRET, "GET", "/agent-api/orders", subject="t1:alice", job_id="job-3",
+                             tool_scope="order.read")
+    answer = client.get("/agent-api/orders", headers=headers)
+    assert json.loads(answer.get_data()) == {"subject": "t1:alice", "job_id": "job-3",
+                                             "scope_header": "order.read"}
+    assert client.get("/agent-api/orders").status_code == 401
+    assert json.loads(client.get("/other").get_data())["subject"] is None
