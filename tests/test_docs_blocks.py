@@ -68,6 +68,9 @@ UNCHECKED = {
         "a formula; the pycon session below it computes it",
     ("concepts/verification", '{"error": "timestamp_out_of_window", "reason": "malformed_timestamp",'):
         "tests/test_docs_examples.py compares it with the answer such a request gets",
+    ("concepts/callbacks", '<script src="https://hub.example.com/widget.js" data-entry="shop_help"'):
+        "a ticket is new on every render; tests/test_docs_examples.py renders the template and checks "
+        "the shape",
     ("reliability", "python -m benchmarks.reliability                  # every part, full length"):
         _RUNS,
     ("reliability/load", "python -m benchmarks.reliability --parts load            "

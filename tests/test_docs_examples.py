@@ -319,3 +319,44 @@ def test_the_verification_pages_plain_wsgi_app_reads_the_verified_call(plain_wsg
                                              "scope_header": "order.read"}
     assert client.get("/agent-api/orders").status_code == 401
     assert json.loads(client.get("/other").get_data())["subject"] is None
+
+
+def test_the_callbacks_pages_help_desk_hears_the_hub_and_talks_back(monkeypatch):
+    import re
+    from types import SimpleNamespace
+
+    from bailing_flask.hub.fake import serve
+
+    token = "docs-example-client-token-0123456789abcdef"
+    with serve() as (fake, url):
+        fake.add_client("shop", token)
+        fake.routes.add("after-sales")
+        monkeypatch.setenv("BAILING_SECRET", SECRET)
+        monkeypatch.setenv("BAILING_CLIENT_TOKEN", token)
+        monkeypatch.setenv("BAILING_HUB_URL", url)
+        monkeypatch.syspath_prepend(str(EXAMPLES / "callbacks"))
+        import helpdesk
+
+        hub = HubSimulator(helpdesk.app, SECRET)
+        hub.fake_hub = fake
+        with helpdesk.app.app_context():
+            ticket = helpdesk.Ticket(status="open")
+            helpdesk.db.session.add(ticket)
+            helpdesk.db.session.commit()
+            job = helpdesk.start_job(ticket)
+            assert job.job_id == ticket.hub_job_id
+            job_id = ticket.hub_job_id
+        assert hub.send_job_finished(job_id=job_id, status="done", text="Refund approved.").status == 200
+        assert hub.send_delivery(job_id=job_id, status="done", text="Refund approved.").status == 200
+        assert len(helpdesk.NOTIFIED) == 1
+        sent = hub.send_approval_request("refund_execute", {"request_id": 7}, subject="t1:u1",
+                                         job_id=job_id, approval_id=77)
+        assert sent.status == 200
+        with helpdesk.app.app_context():
+            assert (helpdesk.Ticket.query.one().status, helpdesk.Ticket.query.one().answer) == (
+                "done", "Refund approved.")
+            assert helpdesk.decide(77, True, SimpleNamespace(user_id="sup-1")) == ("approved", False)
+            assert helpdesk.decide(77, True, SimpleNamespace(user_id="sup-1")) == ("approved", True)
+        page = helpdesk.app.test_client().get("/help").get_data(as_text=True)
+        assert re.fullmatch(rf'<script src="{url}/widget.js" data-entry="shop_help"\s+'
+                            r'data-ticket="v1\.[\w-]+\.[0-9a-f]+" async></script>', page.strip()), page
