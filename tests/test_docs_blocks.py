@@ -71,6 +71,10 @@ UNCHECKED = {
     ("concepts/callbacks", '<script src="https://hub.example.com/widget.js" data-entry="shop_help"'):
         "a ticket is new on every render; tests/test_docs_examples.py renders the template and checks "
         "the shape",
+    ("concepts/catalog", '{"name": "keyword", "in": "query", "required": false,'):
+        "a part of the catalog; tests/test_docs_examples.py compares it with the example's catalog",
+    ("concepts/catalog", '{"error": "invalid_arguments", "reason": "invalid_parameter",'):
+        "tests/test_docs_examples.py compares it with the example's answer to the same call",
     ("reliability", "python -m benchmarks.reliability                  # every part, full length"):
         _RUNS,
     ("reliability/load", "python -m benchmarks.reliability --parts load            "

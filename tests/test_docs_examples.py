@@ -360,3 +360,32 @@ def test_the_callbacks_pages_help_desk_hears_the_hub_and_talks_back(monkeypatch)
         page = helpdesk.app.test_client().get("/help").get_data(as_text=True)
         assert re.fullmatch(rf'<script src="{url}/widget.js" data-entry="shop_help"\s+'
                             r'data-ticket="v1\.[\w-]+\.[0-9a-f]+" async></script>', page.strip()), page
+
+
+def _page_json(page: str, first: str) -> Any:
+    text = (ROOT / "docs" / "concepts" / page).read_text(encoding="utf-8")
+    start = text.index("\n   " + first)
+    block = text[start:].split("\n\n", 1)[0]
+    return json.loads(block if block.lstrip().startswith("{\"error\"") else f"[{block}]")
+
+
+def test_the_catalog_pages_declarations_become_the_catalog_and_the_refusal_it_shows(monkeypatch):
+    monkeypatch.setenv("BAILING_SECRET", SECRET)
+    monkeypatch.syspath_prepend(str(EXAMPLES / "catalog"))
+    import declarations
+
+    hub = HubSimulator(declarations.app, SECRET)
+    operations = {op["operationId"]: op for methods in hub.document()["paths"].values()
+                  for op in methods.values() if isinstance(op, dict) and "operationId" in op}
+    assert sorted(operations) == ["order_get", "order_search", "refund_request_create", "staff_get",
+                                  "staff_state_change"]
+    search = operations["order_search"]
+    assert search["x-agent-capability"]["scope"] == "shop.order.read"  # the blueprint's defaults
+    assert search["x-agent-capability"]["subject"] == {"required": True}
+    assert search["parameters"] == _page_json("catalog.rst", '{"name": "keyword"')
+    assert [operations[name]["x-agent-capability"]["risk"]["level"]
+            for name in ("staff_get", "staff_state_change")] == ["medium", "high"]
+    refused = hub.call("order_search", {"status": "bogus"}, subject="t1:alice")
+    assert (refused.status, refused.json()) == (422, _page_json("catalog.rst", '{"error": "invalid_arguments"'))
+    assert hub.call("order_search", {"keyword": "earbuds"}, subject="t1:alice").json() == {
+        "keyword": "earbuds", "page": 1}
