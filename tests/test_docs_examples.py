@@ -154,9 +154,9 @@ def test_the_configuration_pages_factory_serves_several_apps_from_one_extension(
 def test_the_front_pages_app_serves_its_tool_to_the_user_its_authorizer_admits(monkeypatch):
     monkeypatch.setenv("BAILING_SECRET", SECRET)
     monkeypatch.syspath_prepend(str(EXAMPLES / "index"))
-    import shop
+    import front_page
 
-    hub = HubSimulator(shop.app, SECRET)
+    hub = HubSimulator(front_page.app, SECRET)
     answer = hub.call("order_get", {"order_id": 1001}, subject="t1:alice")
     assert (answer.status, answer.json()) == (200, {"order_id": 1001, "tenant": "t1", "status": "paid"})
     assert hub.call("order_get", {"order_id": 1001}, subject="t2:bob").status == 403
