@@ -20,6 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
+_RUNS = ("a run of minutes; tests/test_reliability_report.py checks that every command shown is one "
+         "the benchmarks and pytest accept")
+
 #: (page, first line of the block) -> why it cannot run in the suite
 UNCHECKED = {
     ("quickstart", "git clone https://github.com/bailinghub/bailing_flask"):
@@ -30,6 +33,61 @@ UNCHECKED = {
         "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
     ("contributing", "bash scripts/test.sh              # the test suite (installs what it needs)"):
         "the checks CI runs (.ci/run); the Sphinx line runs in a fresh venv in tests/test_docs_pages.py",
+    ("cli", "$ flask --app shop bailing store init"):
+        "needs PostgreSQL, which the docs build has not; tests/test_sql_store.py runs it against a real "
+        "one and checks the page shows what it printed",
+    ("concepts/base-url", "bailing doctor  base_url https://shop.example.com/api"):
+        "needs the deployed app; tests/test_base_url.py runs the doctor against a real server mounted "
+        "under /api and checks these lines",
+    ("concepts/index", "hub ──► BailingMiddleware ─────────► Flask routing ──► "
+                       "@tool gate ─────────────────────► your view"):
+        "a drawing of a call's way through the package, not code",
+    ("deployment", "$ gunicorn -b 127.0.0.1:8011 rawtarget:app &"):
+        "a server in the background and curl; tests/test_docs_deployment.py runs rawtarget.py under a "
+        "real gunicorn and checks these lines",
+    ("deployment", 'gunicorn --bind 127.0.0.1:8000 --workers 4 --timeout 60 "shop:app"'):
+        "the reader's production command line; tests/_servers.py runs gunicorn on the suite's apps",
+    ("deployment", 'SCRIPT_NAME=/openapi gunicorn --bind 127.0.0.1:8000 "shop:app"'):
+        "the reader's production command lines; tests/test_base_url.py serves an app under a prefix",
+    ("deployment", "uwsgi --socket 127.0.0.1:8001 --plugin python3 --module shop:app --master "
+                   "--processes 4"):
+        "uWSGI's own protocol, for nginx in front of it; the suite has no nginx",
+    ("deployment", "uwsgi --http-socket 127.0.0.1:8001 --module shop:app --master --processes 4 \\"):
+        "the reader's production command line; tests/_servers.py runs uWSGI with these options",
+    ("deployment", "upstream shop {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "location / {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "location /openapi/ {"): "nginx's configuration; the suite has no nginx",
+    ("deployment", "FAIL  catalog.access        inconclusive: signed 401 (bad_signature); the hub "
+                   "refuses the refresh and keeps"):
+        "the doctor's report on a deployment behind a proxy that strips the prefix",
+    ("deployment", "$ flask --app shop bailing doctor --url https://shop.example.com/openapi "
+                   "--subject t1:u1"):
+        "needs the deployed app; tests/test_doctor.py runs the doctor against real servers",
+    ("concepts/verification", 'canonical = <ts> "." <METHOD> "." <pathWithQuery> "." <sha256 hex of the body> '
+                              '"." <On-Behalf-Of> "." <Job-Id>'):
+        "a formula; the pycon session below it computes it",
+    ("concepts/verification", '{"error": "timestamp_out_of_window", "reason": "malformed_timestamp",'):
+        "tests/test_docs_examples.py compares it with the answer such a request gets",
+    ("concepts/callbacks", '<script src="https://hub.example.com/widget.js" data-entry="shop_help"'):
+        "a ticket is new on every render; tests/test_docs_examples.py renders the template and checks "
+        "the shape",
+    ("concepts/catalog", '{"name": "keyword", "in": "query", "required": false,'):
+        "a part of the catalog; tests/test_docs_examples.py compares it with the example's catalog",
+    ("concepts/catalog", '{"error": "invalid_arguments", "reason": "invalid_parameter",'):
+        "tests/test_docs_examples.py compares it with the example's answer to the same call",
+    ("reliability", "python -m benchmarks.reliability                  # every part, full length"):
+        _RUNS,
+    ("reliability/load", "python -m benchmarks.reliability --parts load            "
+                         "# the full run, about 6 minutes"): _RUNS,
+    ("reliability/faults", "python -m pytest tests/test_faults_*.py -q"): _RUNS,
+    ("reliability/faults", "python -m benchmarks.reliability.faults            # about two minutes"):
+        _RUNS,
+    ("reliability/fuzz", "pip install -e '.[test,fuzz]'"):
+        "an install from the package index; tests/test_reliability_report.py checks the extras exist",
+    ("reliability/fuzz", "python -m pytest tests/test_fuzz_middleware.py tests/test_fuzz_sockets.py \\"):
+        _RUNS,
+    ("reliability/fuzz", "python -m benchmarks.reliability.fuzz          # the fuzzing figures only"):
+        _RUNS,
 }
 
 _BLOCK = re.compile(r"^(?P<indent> *)\.\. code-block:: *(?P<lang>\S+)\n(?P<options>(?:(?P=indent)   :.*\n)*)\n"

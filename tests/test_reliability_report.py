@@ -124,3 +124,50 @@ def test_the_comparison_sends_no_duplicate_that_only_the_bare_shop_would_run_aga
                        if line.startswith(b"X-Bailing-Job-Id:"))
             jobs.append(job.decode())
     assert len(set(jobs)) == len(jobs)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shown_commands() -> list[list[str]]:
+    """Every command line of the reliability pages' code blocks, continuation lines joined."""
+    import shlex
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from test_docs_blocks import code_blocks, pages
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    commands = []
+    for page, text in pages().items():
+        if page.split("/")[0] == "reliability":
+            for _, _, body in code_blocks(text):
+                for line in body.replace("\\\n", " ").splitlines():
+                    commands.append(shlex.split(line, comments=True))
+    return [command for command in commands if command]
+
+
+def test_every_command_the_reliability_pages_show_is_one_its_program_accepts() -> None:
+    """The runs take minutes: the suite checks what it can, that each option, file and extra exists."""
+    import configparser
+    import subprocess
+    import sys
+
+    commands = _shown_commands()
+    assert len(commands) >= 10, commands
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(ROOT / "setup.cfg")
+    extras = set(parser["options.extras_require"])
+    for command in commands:
+        if command[:2] == ["pip", "install"]:
+            wanted = command[-1].split("[", 1)[1].rstrip("]").split(",")
+            assert set(wanted) <= extras, command
+        elif command[:3] == ["python", "-m", "pytest"]:
+            files = [word for word in command[3:] if not word.startswith("-")]
+            assert files and all(list(ROOT.glob(word)) for word in files), command
+        else:
+            assert command[:2] == ["python", "-m"] and command[2].startswith("benchmarks."), command
+            shown = subprocess.run([sys.executable, *command[1:], "--help"], cwd=ROOT, capture_output=True,
+                                   text=True, timeout=120)
+            assert shown.returncode == 0 and "usage:" in shown.stdout, (command, shown.stdout + shown.stderr)

@@ -565,7 +565,12 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual run prints the figures
-    for figure in run(quick="--quick" in sys.argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reliability.faults",
+                                     description="The fault scenarios under load, with their figures.")
+    parser.add_argument("--quick", action="store_true", help="short runs (under a minute)")
+    for figure in run(quick=parser.parse_args().quick):
         mark = "ok " if figure.ok() else "FAIL"
         print(f"{mark} {figure.name:52s} {figure.value:>10g} {figure.unit:12s} "
               f"{figure.require:8s} {figure.text}")
