@@ -165,9 +165,10 @@ def test_the_front_pages_app_serves_its_tool_to_the_user_its_authorizer_admits(m
 
 
 def _capability(app: Any) -> dict[str, Any]:
-    from bailing_flask import Bailing
+    from bailing_flask._pipeline.catalog import catalog_of
+    from bailing_flask._state import state_of
 
-    return Bailing.state(app).catalog().document["paths"]["/api/refunds/{request_id}/execute"]["post"][
+    return catalog_of(state_of(app)).document["paths"]["/api/refunds/{request_id}/execute"]["post"][
         "x-agent-capability"]
 
 
