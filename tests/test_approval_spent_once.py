@@ -307,7 +307,7 @@ def test_a_store_that_cannot_spend_approvals_fails_closed(
     class Earlier(MemoryStore):
         """A store written before approvals could be spent."""
 
-    Earlier.claim_approved = IdempotencyStore.claim_approved  # type: ignore[method-assign]
+        _claim_approved = IdempotencyStore._claim_approved
     idempotency_of(state_of(app))._store = Earlier()
     job = str(uuid.uuid4())
     Deployment([hub], fake_hub[0], lambda: 0).approve("transfer", job, 921)
@@ -315,7 +315,7 @@ def test_a_store_that_cannot_spend_approvals_fails_closed(
         refused = hub.call("transfer", ARGS, subject=SUBJECT, job_id=job)
     assert refused.status == 503 and refused.json()["reason"] == "idempotency_store_unavailable"
     assert transfers(app.config["APPROVAL_DATABASE"]) == 0
-    assert any("does not implement claim_approved" in r.getMessage() for r in caplog.records)
+    assert any("does not implement _claim_approved" in r.getMessage() for r in caplog.records)
 
 
 def test_a_sqlalchemy_view_that_rolls_back_keeps_the_approval_spent(

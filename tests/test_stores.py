@@ -584,11 +584,11 @@ def test_a_store_without_approval_support_says_so() -> None:
     class Legacy(MemoryStore):
         pass
 
-    for name in ("add_approval", "record_decision", "get_approval", "find_approvals",
-                 "list_approvals"):
+    for name in ("_add_approval", "_record_decision", "_get_approval", "find_approvals",
+                 "_list_approvals", "_claim_approved"):
         assert getattr(IdempotencyStore, name) is not getattr(MemoryStore, name)
     with pytest.raises(NotImplementedError):
-        IdempotencyStore.get_approval(Legacy(), 1)
+        IdempotencyStore._get_approval(Legacy(), 1)
 
 
 def test_sqlite_approvals_survive_reopening_the_file(tmp_path: Path, clock: Clock) -> None:
@@ -782,10 +782,10 @@ def test_a_store_without_claim_approved_says_so(clock: Clock) -> None:
     class Earlier(MemoryStore):
         """A store written before approvals could be spent."""
 
-    Earlier.claim_approved = IdempotencyStore.claim_approved  # type: ignore[method-assign]
+        _claim_approved = IdempotencyStore._claim_approved
     store = Earlier(clock=clock)
     approved(store)
-    with pytest.raises(NotImplementedError, match="claim_approved"):
+    with pytest.raises(NotImplementedError, match="_claim_approved"):
         spend(store, "idem:k", "t")
 
 
@@ -904,40 +904,43 @@ def test_complete_deferred_records_the_response(store: IdempotencyStore) -> None
 
 
 class _OutsideStore(IdempotencyStore):
-    """A store written outside the package: only the abstract methods, over a MemoryStore."""
+    """A store written outside the package, the documented way, over a MemoryStore.
+
+    Only the methods a store must implement: the protected ones, ``ping`` and ``close``.
+    """
 
     def __init__(self, clock: Clock) -> None:
         super().__init__(clock=clock)
         self.inner = MemoryStore(clock=clock)
 
-    def reserve(self, key: str, **kw: Any) -> Reservation:
+    def _reserve(self, key: str, **kw: Any) -> Reservation:
         return self.inner.reserve(key, **kw)
 
-    def take_over(self, key: str, **kw: Any) -> bool:
+    def _take_over(self, key: str, **kw: Any) -> bool:
         return self.inner.take_over(key, **kw)
 
-    def complete(self, key: str, **kw: Any) -> bool:
+    def _complete(self, key: str, **kw: Any) -> bool:
         return self.inner.complete(key, **kw)
 
-    def mark_uncertain(self, key: str, **kw: Any) -> bool:
+    def _mark_uncertain(self, key: str, **kw: Any) -> bool:
         return self.inner.mark_uncertain(key, **kw)
 
-    def release(self, key: str, **kw: Any) -> bool:
+    def _release(self, key: str, **kw: Any) -> bool:
         return self.inner.release(key, **kw)
 
-    def get(self, key: str) -> Entry | None:
+    def _get(self, key: str) -> Entry | None:
         return self.inner.get(key)
 
-    def list(self, **kw: Any) -> list[Entry]:
+    def _list(self, **kw: Any) -> list[Entry]:
         return self.inner.list(**kw)
 
-    def resolve(self, key: str, **kw: Any) -> bool:
+    def _resolve(self, key: str, **kw: Any) -> bool:
         return self.inner.resolve(key, **kw)
 
-    def cleanup(self, **kw: Any) -> int:
+    def _cleanup(self, **kw: Any) -> int:
         return self.inner.cleanup(**kw)
 
-    def remember_signature(self, signature: str, **kw: Any) -> bool:
+    def _remember_signature(self, signature: str, **kw: Any) -> bool:
         return self.inner.remember_signature(signature, **kw)
 
     def ping(self) -> None:
@@ -966,13 +969,13 @@ class _Recording(_OutsideStore):
         super().__init__(clock)
         self.received: list[tuple[str, Any]] = []
 
-    def reserve(self, key: str, **kw: Any) -> Reservation:
+    def _reserve(self, key: str, **kw: Any) -> Reservation:
         self.received.append(("reserve", kw))
-        return super().reserve(key, **kw)
+        return super()._reserve(key, **kw)
 
-    def cleanup(self, **kw: Any) -> int:
+    def _cleanup(self, **kw: Any) -> int:
         self.received.append(("cleanup", kw))
-        return super().cleanup(**kw)
+        return super()._cleanup(**kw)
 
 
 def test_the_base_class_checks_the_arguments_of_every_store(clock: Clock) -> None:
@@ -1002,12 +1005,10 @@ def test_the_base_class_checks_the_arguments_of_every_store(clock: Clock) -> Non
     assert store.cleanup() == 0 and store.received[-1] == ("cleanup", {"limit": 1000})
 
 
-def test_the_checks_are_applied_once_per_method_and_keep_its_name() -> None:
-    assert MemoryStore.claim.__name__ == "claim"
-    assert MemoryStore.claim.__wrapped__.__qualname__ == "MemoryStore.claim"  # type: ignore[attr-defined]
-    assert not hasattr(MemoryStore.claim.__wrapped__, "__wrapped__")  # type: ignore[attr-defined]
-    assert getattr(SQLiteStore.complete_deferred, "__wrapped__") is getattr(
-        IdempotencyStore.complete_deferred, "__wrapped__")  # inherited, not wrapped again
+def test_the_checks_run_once_in_the_base_class_and_the_backend_keeps_its_name() -> None:
+    assert MemoryStore.claim is IdempotencyStore.claim  # checked here, then ``_claim`` runs
+    assert MemoryStore._claim.__qualname__ == "MemoryStore._claim"
+    assert SQLiteStore.complete_deferred is IdempotencyStore.complete_deferred
 
 
 def test_the_unchecked_constructors_build_equal_records() -> None:

@@ -35,13 +35,11 @@ backend but whose answer was lost can be repeated safely.
 from __future__ import annotations
 
 import builtins
-import functools
 import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from types import FunctionType
-from typing import Any, TypeVar
+from typing import Any
 
 from bailing_flask.stores._deferred import _Completion, _Pending
 from bailing_flask.stores._entries import (
@@ -86,38 +84,42 @@ class IdempotencyStore(ABC):
 
     Every method is thread-safe; the SQLite and Redis stores are also safe
     across processes (and, for Redis, hosts). Every method raises
-    :class:`StoreUnavailable` when the backend is unreachable.
+    :class:`StoreUnavailable` when the backend is unreachable, and
+    :class:`ValueError` for a bad argument, before the backend is touched.
 
     :param clock: returns the current Unix time; every lease and retention
         decision uses it, so tests can move time.
 
-    **Writing a store.** Subclass this class and implement the abstract
-    methods (``reserve``, ``take_over``, ``complete``, ``mark_uncertain``,
-    ``release``, ``get``, ``list``, ``resolve``, ``cleanup``,
-    ``remember_signature``, ``ping``, ``close``) with the signatures below,
-    and the approval methods (``claim_approved`` among them) if the store is to keep
-    approval records.
-    Do not check the arguments: this class does it, once for every store.
-    Each of those methods a subclass defines is wrapped, when the class is
-    created, so that it refuses bad arguments with :class:`ValueError` before
-    the method runs, and receives them normalised (keys and tokens non-empty
-    ``str``, durations positive finite ``float``, ``limit`` a non-negative
-    ``int``, ``state`` one of the :data:`ListState` values or ``None``); an
-    override that calls ``super()`` is checked again, harmlessly. Then:
+    **Writing a store.** Subclass this class and implement, with the same
+    arguments as the public method of the same name without the underscore,
+    the protected methods ``_reserve``, ``_take_over``, ``_complete``,
+    ``_mark_uncertain``, ``_release``, ``_get``, ``_list``, ``_resolve``,
+    ``_cleanup``, ``_remember_signature``, and the public ``ping`` and
+    ``close``; for approval records also ``_add_approval``,
+    ``_record_decision``, ``_get_approval``, ``find_approvals``,
+    ``_list_approvals`` and ``_claim_approved``. Each public method of this
+    class checks its arguments, refusing bad ones with :class:`ValueError`,
+    and then calls its protected twin with them normalised (keys and tokens
+    non-empty ``str``, durations positive finite ``float``, ``limit`` a
+    non-negative ``int``, ``state`` one of the :data:`ListState` values or
+    ``None``): do not check them again. A subclass that defines one of the
+    checked public methods itself (``reserve`` instead of ``_reserve``) is
+    refused with :class:`TypeError` when the class is created, since its
+    callers would skip the checks; to wrap a store, override the protected
+    method and call ``super()``. Then:
 
     * use :attr:`clock` for every time, and apply the rules of the module
       docstring (live while ``clock() < expires_at``, uncertain once
       ``clock() >= lease_expires_at``, compare-and-set on the token);
     * raise :class:`StoreUnavailable` (never the backend's own exception) when
       the backend fails;
-    * ``claim`` and ``complete_deferred`` are optional: the inherited ones
-      are built on ``reserve`` and ``complete``. A store that can write
-      completions later calls :meth:`_defer_completions` in ``__init__``, with
-      a function that writes a batch of :class:`_Completion` and returns the
-      ones to try again; the inherited ``complete_deferred`` and
-      :meth:`flush` then queue into it and write it out, and the store's own
-      writes on the request path may take the queue along
-      (``self._pending.carried()``);
+    * ``_claim`` is optional: the inherited one is built on ``_reserve``. A
+      store that can write completions later calls :meth:`_defer_completions`
+      in ``__init__``, with a function that writes a batch of
+      :class:`_Completion` and returns the ones to try again;
+      :meth:`complete_deferred` and :meth:`flush` then queue into it and
+      write it out, and the store's own writes on the request path may take
+      the queue along (``self._pending.carried()``);
     * run the store through the contract tests in ``tests/test_stores.py``
       (add it to the ``store`` fixture).
     """
@@ -127,10 +129,11 @@ class IdempotencyStore(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name, validated in _VALIDATED.items():
-            method = cls.__dict__.get(name)
-            if isinstance(method, FunctionType) and not getattr(method, "_bailing_validated", False):
-                setattr(cls, name, validated(method))
+        for name in _CHECKED:
+            if name in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__qualname__} defines {name}(), which IdempotencyStore implements "
+                    f"to check its arguments: implement {_CHECKED[name]} instead.")
 
     def _defer_completions(
         self, write: Callable[[builtins.list[_Completion]], builtins.list[_Completion]],
@@ -149,7 +152,6 @@ class IdempotencyStore(ABC):
     def __init__(self, *, clock: Clock = time.time) -> None:
         self.clock = clock
 
-    @abstractmethod
     def reserve(
         self,
         key: str,
@@ -168,6 +170,13 @@ class IdempotencyStore(ABC):
         ``"completed"``, ``"in_progress"`` or ``"uncertain"``. Reserving again
         with the token that already holds the entry answers ``"reserved"``.
         """
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease_seconds.__class__ is float and 0.0 < lease_seconds < _INF
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            key, token, lease_seconds, retention_seconds = _checked_reservation(
+                key, token, lease_seconds, retention_seconds)
+        return self._reserve(key, token=token, lease_seconds=lease_seconds,
+                             retention_seconds=retention_seconds, meta=meta)
 
     def claim(
         self,
@@ -185,13 +194,15 @@ class IdempotencyStore(ABC):
         round trip to the backend, like :meth:`reserve`; the built-in stores
         answer the common case -- a new call -- without building an
         :class:`Entry` for it. A store written outside the package inherits
-        this version, built on its :meth:`reserve`.
+        a ``_claim`` built on its ``_reserve``.
         """
-        reservation = self.reserve(
-            key, token=token, lease_seconds=lease_seconds, retention_seconds=retention_seconds,
-            meta=meta,
-        )
-        return None if reservation.outcome == "reserved" else reservation
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and lease_seconds.__class__ is float and 0.0 < lease_seconds < _INF
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            key, token, lease_seconds, retention_seconds = _checked_reservation(
+                key, token, lease_seconds, retention_seconds)
+        return self._claim(key, token=token, lease_seconds=lease_seconds,
+                           retention_seconds=retention_seconds, meta=meta)
 
     def complete_deferred(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
@@ -210,7 +221,7 @@ class IdempotencyStore(ABC):
         run again. Answers like :meth:`complete`, or ``None`` when the outcome
         is not known yet (the store then logs a failure itself). A store that
         defers nothing (:meth:`_defer_completions` never called) simply
-        completes: this calls :meth:`complete`.
+        completes: this calls ``_complete``.
 
         The built-in stores queue the completion and write it with the
         process's next command (SQLite: in the next claim's transaction;
@@ -219,10 +230,13 @@ class IdempotencyStore(ABC):
         process is killed first, the completion is lost and the call turns
         uncertain when its lease runs out -- never run twice.
         """
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            retention_seconds = _checked_completion(key, token, retention_seconds)
         pending = self._pending
         if pending is None:
-            return self.complete(key, token=token, response=response,
-                                 retention_seconds=retention_seconds)
+            return self._complete(key, token=token, response=response,
+                                  retention_seconds=retention_seconds)
         pending.add(_Completion(key, token, self.clock(), retention_seconds, response))
         return None
 
@@ -235,7 +249,6 @@ class IdempotencyStore(ABC):
         if self._pending is not None:
             self._pending.flush()
 
-    @abstractmethod
     def take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
@@ -244,8 +257,11 @@ class IdempotencyStore(ABC):
         For the opt-in mode that re-runs uncertain calls: of several
         arrivals that saw the same uncertain entry, exactly one wins.
         """
+        _check_key(key)
+        _check_key(new_token, "new_token")
+        return self._take_over(key, old_token=old_token, new_token=new_token,
+                               lease_seconds=_check_seconds(lease_seconds, "lease_seconds"))
 
-    @abstractmethod
     def complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
@@ -255,8 +271,12 @@ class IdempotencyStore(ABC):
         resolved the entry: the worker was slow, not dead, and its answer
         settles the uncertainty. Retention restarts from now.
         """
+        if not (key.__class__ is str and key and token.__class__ is str and token
+                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
+            retention_seconds = _checked_completion(key, token, retention_seconds)
+        return self._complete(key, token=token, response=response,
+                              retention_seconds=retention_seconds)
 
-    @abstractmethod
     def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         """Make an in-progress entry owned by ``token`` uncertain now, keeping ``note``.
 
@@ -268,20 +288,22 @@ class IdempotencyStore(ABC):
         ``take_over`` still needs it. ``False`` if there is no such live
         in-progress entry; repeating the call for the same token is harmless.
         """
+        return self._mark_uncertain(_check_key(key), token=token, note=note)
 
-    @abstractmethod
     def release(self, key: str, *, token: str) -> bool:
         """Delete an in-progress entry owned by ``token`` so a retry may run."""
+        return self._release(_check_key(key), token=token)
 
-    @abstractmethod
     def get(self, key: str) -> Entry | None:
         """The live entry for ``key``, or ``None``."""
+        if not (key.__class__ is str and key):
+            _check_key(key)
+        return self._get(key)
 
-    @abstractmethod
-    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+    def list(self, *, state: ListState | None = None, limit: int = 100) -> builtins.list[Entry]:
         """Live entries, oldest first, optionally only those in ``state``."""
+        return self._list(state=_check_state(state), limit=_check_limit(limit))
 
-    @abstractmethod
     def resolve(
         self,
         key: str,
@@ -297,22 +319,30 @@ class IdempotencyStore(ABC):
         With ``None`` the entry is deleted and the next arrival runs the call
         again; the note is then only as durable as the caller's own log.
         """
+        _check_key(key)
+        return self._resolve(key, response=response, note=note,
+                             retention_seconds=_check_seconds(retention_seconds,
+                                                              "retention_seconds"))
 
-    @abstractmethod
     def cleanup(self, *, limit: int = 1000) -> int:
         """Remove up to ``limit`` dead entries and signature records; returns how many.
 
         Dead records are already invisible; this only reclaims space. Each
         call does a bounded amount of work so it can run from a request.
         """
+        return self._cleanup(limit=_check_limit(limit))
 
-    @abstractmethod
     def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
         """``True`` the first time ``signature`` is seen within ``ttl_seconds``.
 
         Atomic, so of two concurrent replays of one request exactly one is
         accepted.
         """
+        if not (signature.__class__ is str and signature
+                and ttl_seconds.__class__ is float and 0.0 < ttl_seconds < _INF):
+            _check_key(signature, "signature")
+            ttl_seconds = _check_seconds(ttl_seconds, "ttl_seconds")
+        return self._remember_signature(signature, ttl_seconds=ttl_seconds)
 
     @abstractmethod
     def ping(self) -> None:
@@ -321,6 +351,61 @@ class IdempotencyStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store reconnects if it is used again."""
+
+    # --- what a store implements: the arguments are checked already ------------------
+
+    @abstractmethod
+    def _reserve(self, key: str, *, token: str, lease_seconds: float, retention_seconds: float,
+                 meta: EntryMeta) -> Reservation:
+        """:meth:`reserve`, its arguments checked."""
+
+    def _claim(self, key: str, *, token: str, lease_seconds: float, retention_seconds: float,
+               meta: EntryMeta) -> Reservation | None:
+        """:meth:`claim`, its arguments checked; this one is built on ``_reserve``."""
+        reservation = self._reserve(
+            key, token=token, lease_seconds=lease_seconds, retention_seconds=retention_seconds,
+            meta=meta,
+        )
+        return None if reservation.outcome == "reserved" else reservation
+
+    @abstractmethod
+    def _take_over(self, key: str, *, old_token: str, new_token: str,
+                   lease_seconds: float) -> bool:
+        """:meth:`take_over`, its arguments checked."""
+
+    @abstractmethod
+    def _complete(self, key: str, *, token: str, response: StoredResponse,
+                  retention_seconds: float) -> bool:
+        """:meth:`complete`, its arguments checked."""
+
+    @abstractmethod
+    def _mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+        """:meth:`mark_uncertain`, its arguments checked."""
+
+    @abstractmethod
+    def _release(self, key: str, *, token: str) -> bool:
+        """:meth:`release`, its arguments checked."""
+
+    @abstractmethod
+    def _get(self, key: str) -> Entry | None:
+        """:meth:`get`, its argument checked."""
+
+    @abstractmethod
+    def _list(self, *, state: ListState | None, limit: int) -> builtins.list[Entry]:
+        """:meth:`list`, its arguments checked."""
+
+    @abstractmethod
+    def _resolve(self, key: str, *, response: StoredResponse | None, note: str,
+                 retention_seconds: float) -> bool:
+        """:meth:`resolve`, its arguments checked."""
+
+    @abstractmethod
+    def _cleanup(self, *, limit: int) -> int:
+        """:meth:`cleanup`, its argument checked."""
+
+    @abstractmethod
+    def _remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+        """:meth:`remember_signature`, its arguments checked."""
 
     # --- business approvals (see stores/approvals.py) ------------------------------
     #
@@ -335,7 +420,7 @@ class IdempotencyStore(ABC):
         ``pending``), or the existing one unchanged (a retried or repeated
         delivery of the same request never resets a decision).
         """
-        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+        return self._add_approval(record, retention_seconds=retention(retention_seconds))
 
     def record_decision(
         self,
@@ -353,11 +438,15 @@ class IdempotencyStore(ABC):
         decided is returned unchanged, whatever this call asks: the first
         decision is final, as it is at the hub.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+        check_approval_id(approval_id)
+        check_decision(status, decision_id, approver)
+        return self._record_decision(approval_id, status=status, decision_id=decision_id,
+                                     approver=approver,
+                                     retention_seconds=retention(retention_seconds))
 
     def get_approval(self, approval_id: int) -> ApprovalRecord | None:
         """The live record of ``approval_id``, or ``None``."""
-        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+        return self._get_approval(check_approval_id(approval_id))
 
     def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
         """Live records of one job and tool, oldest first."""
@@ -367,7 +456,7 @@ class IdempotencyStore(ABC):
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         """Live records, oldest first, optionally only those in ``status``."""
-        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+        return self._list_approvals(status=status, limit=_check_limit(limit))
 
     def claim_approved(
         self,
@@ -404,11 +493,43 @@ class IdempotencyStore(ABC):
 
         The approval check of the gate calls it for ``business_approval``
         tools, with the approved records whose arguments match the call;
-        a store that does not implement it makes those tools refuse every
-        call (``503 idempotency_store_unavailable``).
+        a store that does not implement ``_claim_approved`` makes those tools
+        refuse every call (``503 idempotency_store_unavailable``).
         """
+        key, token, lease_seconds, retention_seconds = _checked_reservation(
+            key, token, lease_seconds, retention_seconds)
+        if not isinstance(reserve, bool):
+            raise ValueError("reserve must be True or False.")
+        return self._claim_approved(
+            key, approval_ids=check_approval_ids(approval_ids), token=token,
+            lease_seconds=lease_seconds, retention_seconds=retention_seconds, meta=meta,
+            reserve=reserve)
+
+    def _add_approval(self, record: ApprovalRecord, *, retention_seconds: float
+                      ) -> ApprovalRecord:
+        """:meth:`add_approval`, its arguments checked."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def _record_decision(self, approval_id: int, *, status: ApprovalStatus, decision_id: str,
+                         approver: str, retention_seconds: float) -> ApprovalRecord | None:
+        """:meth:`record_decision`, its arguments checked."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def _get_approval(self, approval_id: int) -> ApprovalRecord | None:
+        """:meth:`get_approval`, its argument checked."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def _list_approvals(self, *, status: ApprovalStatus | None, limit: int
+                        ) -> builtins.list[ApprovalRecord]:
+        """:meth:`list_approvals`, its arguments checked."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep approval records")
+
+    def _claim_approved(self, key: str, *, approval_ids: tuple[int, ...], token: str,
+                        lease_seconds: float, retention_seconds: float, meta: EntryMeta,
+                        reserve: bool) -> ApprovalClaim:
+        """:meth:`claim_approved`, its arguments checked (``approval_ids`` a tuple)."""
         raise NotImplementedError(
-            f"{type(self).__name__} does not implement claim_approved, so it cannot spend an "
+            f"{type(self).__name__} does not implement _claim_approved, so it cannot spend an "
             "approval on exactly one call")
 
     def __enter__(self) -> IdempotencyStore:
@@ -416,6 +537,17 @@ class IdempotencyStore(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+#: the public methods that check their arguments -> what a subclass implements instead
+_CHECKED: dict[str, str] = {
+    name: f"_{name}()" for name in (
+        "reserve", "claim", "take_over", "complete", "mark_uncertain", "release", "get", "list",
+        "resolve", "cleanup", "remember_signature", "add_approval", "record_decision",
+        "get_approval", "list_approvals", "claim_approved")
+}
+_CHECKED["complete_deferred"] = (
+    "_complete() (and call _defer_completions() in __init__ to write completions later)")
 
 
 # --- argument checks ------------------------------------------------------------
@@ -455,177 +587,17 @@ def _check_state(state: ListState | None) -> ListState | None:
     return state
 
 
-# --- the argument checks every store's public methods get (see __init_subclass__) --------
-
-_Method = Callable[..., Any]
-_M = TypeVar("_M", bound=_Method)
-
-
-def _mark(checked: _M) -> _M:
-    setattr(checked, "_bailing_validated", True)
-    return checked
-
-
 def _checked_reservation(key: str, token: str, lease: float, keep: float
                          ) -> tuple[str, str, float, float]:
+    """A reservation's key, token, lease and retention, checked (the slow path)."""
     _check_key(key)
     _check_key(token, "token")
     return key, token, _check_seconds(lease, "lease_seconds"), _check_seconds(
         keep, "retention_seconds")
 
 
-def _validated_reservation(method: _Method) -> _Method:
-    """``reserve`` and ``claim``: the key, the token, the lease and the retention."""
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, token: str, lease_seconds: float,
-                retention_seconds: float, meta: EntryMeta) -> Any:
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and lease_seconds.__class__ is float and 0.0 < lease_seconds < _INF
-                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
-            key, token, lease_seconds, retention_seconds = _checked_reservation(
-                key, token, lease_seconds, retention_seconds)
-        return method(self, key, token=token, lease_seconds=lease_seconds,
-                      retention_seconds=retention_seconds, meta=meta)
-    return _mark(checked)
-
-
-def _validated_completion(method: _Method) -> _Method:
-    """``complete`` and ``complete_deferred``: the key, the token and the retention."""
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, token: str, response: StoredResponse,
-                retention_seconds: float) -> Any:
-        if not (key.__class__ is str and key and token.__class__ is str and token
-                and retention_seconds.__class__ is float and 0.0 < retention_seconds < _INF):
-            _check_key(key)
-            _check_key(token, "token")
-            retention_seconds = _check_seconds(retention_seconds, "retention_seconds")
-        return method(self, key, token=token, response=response,
-                      retention_seconds=retention_seconds)
-    return _mark(checked)
-
-
-def _validated_take_over(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, old_token: str, new_token: str,
-                lease_seconds: float) -> Any:
-        _check_key(key)
-        _check_key(new_token, "new_token")
-        lease_seconds = _check_seconds(lease_seconds, "lease_seconds")
-        return method(self, key, old_token=old_token, new_token=new_token,
-                      lease_seconds=lease_seconds)
-    return _mark(checked)
-
-
-def _first_checked(check: Callable[[Any], Any]) -> Callable[[_Method], _Method]:
-    """Methods whose only checked argument is the first: ``check`` it, pass the rest on."""
-    def validated(method: _Method) -> _Method:
-        @functools.wraps(method)
-        def checked(self: IdempotencyStore, first: Any, **keywords: Any) -> Any:
-            return method(self, check(first), **keywords)
-        return _mark(checked)
-    return validated
-
-
-_validated_key = _first_checked(_check_key)
-
-
-def _validated_list(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, *, state: ListState | None = None,
-                limit: int = 100) -> Any:
-        _check_state(state)
-        return method(self, state=state, limit=_check_limit(limit))
-    return _mark(checked)
-
-
-def _validated_resolve(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, response: StoredResponse | None, note: str,
-                retention_seconds: float) -> Any:
-        _check_key(key)
-        return method(self, key, response=response, note=note,
-                      retention_seconds=_check_seconds(retention_seconds, "retention_seconds"))
-    return _mark(checked)
-
-
-def _validated_cleanup(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, *, limit: int = 1000) -> Any:
-        return method(self, limit=_check_limit(limit))
-    return _mark(checked)
-
-
-def _validated_remember_signature(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, signature: str, *, ttl_seconds: float) -> Any:
-        _check_key(signature, "signature")
-        return method(self, signature, ttl_seconds=_check_seconds(ttl_seconds, "ttl_seconds"))
-    return _mark(checked)
-
-
-def _validated_add_approval(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, record: ApprovalRecord, *,
-                retention_seconds: float) -> Any:
-        return method(self, record, retention_seconds=retention(retention_seconds))
-    return _mark(checked)
-
-
-def _validated_record_decision(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, approval_id: int, *, status: ApprovalStatus,
-                decision_id: str, approver: str, retention_seconds: float) -> Any:
-        check_approval_id(approval_id)
-        check_decision(status, decision_id, approver)
-        return method(self, approval_id, status=status, decision_id=decision_id,
-                      approver=approver, retention_seconds=retention(retention_seconds))
-    return _mark(checked)
-
-
-def _validated_list_approvals(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, *, status: ApprovalStatus | None = None,
-                limit: int = 100) -> Any:
-        return method(self, status=status, limit=_check_limit(limit))
-    return _mark(checked)
-
-
-def _validated_claim_approved(method: _Method) -> _Method:
-    """``claim_approved``: a reservation's arguments, the approval ids and ``reserve``."""
-    @functools.wraps(method)
-    def checked(self: IdempotencyStore, key: str, *, approval_ids: Sequence[int], token: str,
-                lease_seconds: float, retention_seconds: float, meta: EntryMeta,
-                reserve: bool = True) -> Any:
-        key, token, lease_seconds, retention_seconds = _checked_reservation(
-            key, token, lease_seconds, retention_seconds)
-        if not isinstance(reserve, bool):
-            raise ValueError("reserve must be True or False.")
-        return method(self, key, approval_ids=check_approval_ids(approval_ids), token=token,
-                      lease_seconds=lease_seconds, retention_seconds=retention_seconds,
-                      meta=meta, reserve=reserve)
-    return _mark(checked)
-
-
-#: public method -> how it is checked; applied to every subclass's own definitions
-_VALIDATED: dict[str, Callable[[_Method], _Method]] = {
-    "reserve": _validated_reservation,
-    "claim": _validated_reservation,
-    "take_over": _validated_take_over,
-    "complete": _validated_completion,
-    "complete_deferred": _validated_completion,
-    "mark_uncertain": _validated_key,
-    "release": _validated_key,
-    "get": _validated_key,
-    "list": _validated_list,
-    "resolve": _validated_resolve,
-    "cleanup": _validated_cleanup,
-    "remember_signature": _validated_remember_signature,
-    "add_approval": _validated_add_approval,
-    "record_decision": _validated_record_decision,
-    "get_approval": _first_checked(check_approval_id),
-    "list_approvals": _validated_list_approvals,
-    "claim_approved": _validated_claim_approved,
-}
-# the one public method this class implements that takes arguments a store would check
-setattr(IdempotencyStore, "complete_deferred",
-        _validated_completion(IdempotencyStore.__dict__["complete_deferred"]))
+def _checked_completion(key: str, token: str, retention_seconds: float) -> float:
+    """A completion's key and token checked; its retention, normalised (the slow path)."""
+    _check_key(key)
+    _check_key(token, "token")
+    return _check_seconds(retention_seconds, "retention_seconds")

@@ -107,7 +107,7 @@ class MemoryStore(IdempotencyStore):
             return None
         return record
 
-    def reserve(
+    def _reserve(
         self,
         key: str,
         *,
@@ -130,7 +130,7 @@ class MemoryStore(IdempotencyStore):
             self._entries[key] = record
             return Reservation("reserved", _snapshot(key, record))
 
-    def claim(
+    def _claim(
         self,
         key: str,
         *,
@@ -153,7 +153,7 @@ class MemoryStore(IdempotencyStore):
             )
             return None
 
-    def take_over(
+    def _take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
         with self._lock:
@@ -170,7 +170,7 @@ class MemoryStore(IdempotencyStore):
                                           expires_at=max(record[_EXPIRES], lease_end))
             return True
 
-    def complete(
+    def _complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
         with self._lock:
@@ -187,7 +187,7 @@ class MemoryStore(IdempotencyStore):
             )
             return True
 
-    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+    def _mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
@@ -197,7 +197,7 @@ class MemoryStore(IdempotencyStore):
                                           note=note)
             return True
 
-    def release(self, key: str, *, token: str) -> bool:
+    def _release(self, key: str, *, token: str) -> bool:
         with self._lock:
             record = self._live(key, self.clock())
             if record is None or record[_STATE] != "in_progress" or record[_TOKEN] != token:
@@ -205,12 +205,12 @@ class MemoryStore(IdempotencyStore):
             del self._entries[key]
             return True
 
-    def get(self, key: str) -> Entry | None:
+    def _get(self, key: str) -> Entry | None:
         with self._lock:
             record = self._live(key, self.clock())
             return None if record is None else _snapshot(key, record)
 
-    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+    def _list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         with self._lock:
             now = self.clock()
             entries = [
@@ -222,7 +222,7 @@ class MemoryStore(IdempotencyStore):
         entries.sort(key=lambda entry: (entry.created_at, entry.key))
         return entries[:limit]
 
-    def resolve(
+    def _resolve(
         self,
         key: str,
         *,
@@ -244,7 +244,7 @@ class MemoryStore(IdempotencyStore):
                 )
             return True
 
-    def cleanup(self, *, limit: int = 1000) -> int:
+    def _cleanup(self, *, limit: int = 1000) -> int:
         with self._lock:
             now = self.clock()
             dead_entries = list(
@@ -262,7 +262,7 @@ class MemoryStore(IdempotencyStore):
                 del self._signatures[signature]
         return len(dead_entries) + len(dead_signatures)
 
-    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+    def _remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
         with self._lock:
             now = self.clock()
             expires_at = self._signatures.get(signature)
@@ -283,7 +283,7 @@ class MemoryStore(IdempotencyStore):
         record = self._approvals.get(approval_id)
         return record if record is not None and record.is_live(now) else None
 
-    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+    def _add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
         with self._lock:
             now = self.clock()
             existing = self._live_approval(record.approval_id, now)
@@ -295,7 +295,7 @@ class MemoryStore(IdempotencyStore):
             self._approvals[record.approval_id] = stored
             return stored
 
-    def record_decision(
+    def _record_decision(
         self,
         approval_id: int,
         *,
@@ -313,7 +313,7 @@ class MemoryStore(IdempotencyStore):
             self._approvals[approval_id] = decided
             return decided
 
-    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+    def _get_approval(self, approval_id: int) -> ApprovalRecord | None:
         with self._lock:
             return self._live_approval(approval_id, self.clock())
 
@@ -324,7 +324,7 @@ class MemoryStore(IdempotencyStore):
                      if r.job_id == job_id and r.tool == tool and r.is_live(now)]
         return oldest_first(found)
 
-    def list_approvals(
+    def _list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         with self._lock:
@@ -333,7 +333,7 @@ class MemoryStore(IdempotencyStore):
                      if r.is_live(now) and (status is None or r.status == status)]
         return oldest_first(found)[:limit]
 
-    def claim_approved(
+    def _claim_approved(
         self,
         key: str,
         *,

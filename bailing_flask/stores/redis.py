@@ -210,19 +210,19 @@ class RedisStore(IdempotencyStore):
         self._encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)
         self._entry_ns_bytes = self._entry_ns.encode(*self._encoding)
         self._claim_script = client.register_script(_CLAIM)
-        self._reserve = client.register_script(_RESERVE)
-        self._take_over = client.register_script(_TAKE_OVER)
-        self._complete = client.register_script(_COMPLETE)
-        self._release = client.register_script(_RELEASE)
-        self._mark_uncertain = client.register_script(_MARK_UNCERTAIN)
-        self._resolve = client.register_script(_RESOLVE)
+        self._reserve_script = client.register_script(_RESERVE)
+        self._take_over_script = client.register_script(_TAKE_OVER)
+        self._complete_script = client.register_script(_COMPLETE)
+        self._release_script = client.register_script(_RELEASE)
+        self._mark_uncertain_script = client.register_script(_MARK_UNCERTAIN)
+        self._resolve_script = client.register_script(_RESOLVE)
         self._remember = client.register_script(_REMEMBER_SIGNATURE)
-        self._cleanup = client.register_script(_CLEANUP)
+        self._cleanup_script = client.register_script(_CLEANUP)
         self._approval_ns = f"{prefix}appr:"
         self._approval_job_ns = f"{prefix}apprjob:"
-        self._add_approval = client.register_script(_ADD_APPROVAL)
-        self._record_decision = client.register_script(_RECORD_DECISION)
-        self._claim_approved = client.register_script(_CLAIM_APPROVED)
+        self._add_approval_script = client.register_script(_ADD_APPROVAL)
+        self._record_decision_script = client.register_script(_RECORD_DECISION)
+        self._claim_approved_script = client.register_script(_CLAIM_APPROVED)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.display!r}, prefix={self.prefix!r})"
@@ -375,7 +375,7 @@ class RedisStore(IdempotencyStore):
 
     def _scripts_of(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         shas = {command[1] for command in commands}
-        return [script for script in (self._claim_script, self._complete, self._claim_approved)
+        return [script for script in (self._claim_script, self._complete_script, self._claim_approved_script)
                 if script.sha.encode("ascii") in shas]
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
@@ -403,7 +403,7 @@ class RedisStore(IdempotencyStore):
         response = item.response
         encoding, errors = self._encoding
         return (
-            b"EVALSHA", self._complete.sha.encode("ascii"), b"1",
+            b"EVALSHA", self._complete_script.sha.encode("ascii"), b"1",
             self._entry_ns_bytes + item.key.encode(encoding, errors), repr(item.now).encode(),
             item.token.encode(encoding, errors), repr(item.now + item.retention).encode(),
             b"%d" % _millis(item.retention), b"%d" % response.status,
@@ -446,7 +446,7 @@ class RedisStore(IdempotencyStore):
             return items
         return self._settle(items, replies)
 
-    def claim(
+    def _claim(
         self,
         key: str,
         *,
@@ -463,7 +463,7 @@ class RedisStore(IdempotencyStore):
         entry = _entry_from_hash(key, _pairs(reply))
         return Reservation(_outcome(entry, now), entry)
 
-    def reserve(
+    def _reserve(
         self,
         key: str,
         *,
@@ -481,41 +481,41 @@ class RedisStore(IdempotencyStore):
             if reply == 1:
                 return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
                                                           retention_seconds, meta))
-            held = self.get(key)  # this token held it already: report the entry as it is
+            held = self._get(key)  # this token held it already: report the entry as it is
             if held is not None:
                 return Reservation("reserved", held)
         raise StoreUnavailable(f"Redis store at {self.display} is unavailable: the entry "
                                f"{key!r} kept changing while it was being reserved")
 
-    def take_over(
+    def _take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
         lease = lease_seconds
         now = self.clock()
         with self._errors():
             return bool(
-                self._take_over(
+                self._take_over_script(
                     keys=[self._key(key)],
                     args=[_num(now), old_token, new_token, _num(now + lease), _millis(lease)],
                 )
             )
 
-    def complete(
+    def _complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
         item = _Completion(key, token, self.clock(), retention_seconds, response)
         return bool(self._with_pending(key, self._complete_command(item)))
 
-    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+    def _mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         with self._errors():
-            return bool(self._mark_uncertain(keys=[self._key(key)],
+            return bool(self._mark_uncertain_script(keys=[self._key(key)],
                                              args=[_num(self.clock()), token, note]))
 
-    def release(self, key: str, *, token: str) -> bool:
+    def _release(self, key: str, *, token: str) -> bool:
         with self._errors():
-            return bool(self._release(keys=[self._key(key)], args=[_num(self.clock()), token]))
+            return bool(self._release_script(keys=[self._key(key)], args=[_num(self.clock()), token]))
 
-    def get(self, key: str) -> Entry | None:
+    def _get(self, key: str) -> Entry | None:
         with self._errors():
             fields = self._client.hgetall(self._key(key))
         if not fields:
@@ -523,7 +523,7 @@ class RedisStore(IdempotencyStore):
         entry = _entry_from_hash(key, fields)
         return entry if entry.expires_at > self.clock() else None
 
-    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+    def _list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         """Live entries, oldest first; scans every key under the prefix.
 
         Meant for operators, not for requests: the cost grows with the number
@@ -550,7 +550,7 @@ class RedisStore(IdempotencyStore):
                     found = {e.key: e for e in _oldest(found.values(), limit)}
         return _oldest(found.values(), limit)
 
-    def resolve(
+    def _resolve(
         self,
         key: str,
         *,
@@ -575,9 +575,9 @@ class RedisStore(IdempotencyStore):
                 note,
             ]
         with self._errors():
-            return bool(self._resolve(keys=[self._key(key)], args=args))
+            return bool(self._resolve_script(keys=[self._key(key)], args=args))
 
-    def cleanup(self, *, limit: int = 1000) -> int:
+    def _cleanup(self, *, limit: int = 1000) -> int:
         """Remove up to ``limit`` records that are dead by the store's clock.
 
         Redis already deletes records at the end of their TTL, so this only
@@ -600,13 +600,13 @@ class RedisStore(IdempotencyStore):
                     or k.startswith(self._signature_ns.encode())
                 ]
                 if ours:
-                    removed += int(self._cleanup(keys=ours, args=[_num(now), limit - removed]))
+                    removed += int(self._cleanup_script(keys=ours, args=[_num(now), limit - removed]))
                 rounds -= 1
                 if removed >= limit or rounds == 0:
                     break
         return removed
 
-    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+    def _remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
         ttl = ttl_seconds
         now = self.clock()
         with self._errors():
@@ -662,11 +662,11 @@ class RedisStore(IdempotencyStore):
                     records.append(record)
         return oldest_first(records)
 
-    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+    def _add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
         keep = retention_seconds
         now = self.clock()
         with self._errors():
-            flat = self._add_approval(
+            flat = self._add_approval_script(
                 keys=[self._approval_key(record.approval_id),
                       self._approval_job_ns + record.job_id],
                 args=[_num(now), _num(now + keep), _millis(keep), record.job_id, record.tool,
@@ -674,7 +674,7 @@ class RedisStore(IdempotencyStore):
             )
         return _approval_from_hash(record.approval_id, _pairs(flat))
 
-    def record_decision(
+    def _record_decision(
         self,
         approval_id: int,
         *,
@@ -686,14 +686,14 @@ class RedisStore(IdempotencyStore):
         keep = retention_seconds
         now = self.clock()
         with self._errors():
-            flat = self._record_decision(
+            flat = self._record_decision_script(
                 keys=[self._approval_key(approval_id)],
                 args=[_num(now), status, decision_id, approver, _num(now + keep), _millis(keep),
                       self._approval_job_ns],
             )
         return _approval_from_hash(approval_id, _pairs(flat)) if flat else None
 
-    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+    def _get_approval(self, approval_id: int) -> ApprovalRecord | None:
         with self._errors():
             found = self._live_approvals([approval_id])
         return found[0] if found else None
@@ -704,7 +704,7 @@ class RedisStore(IdempotencyStore):
             records = self._live_approvals(sorted(int(m) for m in members))
         return [r for r in records if r.tool == tool]
 
-    def list_approvals(
+    def _list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         """Live records, oldest first; scans the approval keys (for operators and pages)."""
@@ -721,7 +721,7 @@ class RedisStore(IdempotencyStore):
                         found[record.approval_id] = record
         return oldest_first(found.values())[:limit]
 
-    def claim_approved(
+    def _claim_approved(
         self,
         key: str,
         *,
@@ -739,7 +739,7 @@ class RedisStore(IdempotencyStore):
         approvals = [self._approval_key(approval_id).encode(encoding, errors)
                      for approval_id in approval_ids]
         command = (
-            b"EVALSHA", self._claim_approved.sha.encode("ascii"), b"%d" % (1 + len(approvals)),
+            b"EVALSHA", self._claim_approved_script.sha.encode("ascii"), b"%d" % (1 + len(approvals)),
             self._entry_ns_bytes + key.encode(encoding, errors), *approvals,
             repr(now).encode(), token.encode(encoding, errors), repr(now + lease_seconds).encode(),
             repr(now + keep).encode(), b"%d" % _millis(keep), _encode_meta(meta).encode(),

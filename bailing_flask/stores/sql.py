@@ -172,7 +172,7 @@ class SQLStore(IdempotencyStore):
 
     # --- the request path ----------------------------------------------------------------------
 
-    def _claim(self, key: str, token: str, lease_seconds: float, retention_seconds: float,
+    def _claim_row(self, key: str, token: str, lease_seconds: float, retention_seconds: float,
                meta: EntryMeta) -> tuple[float, Any]:
         """Claim ``key`` for ``token`` in one statement: ``(now, None)`` if it is ours now,
         else ``(now, row)`` of the live entry that stopped it (the arguments were checked)."""
@@ -198,7 +198,7 @@ class SQLStore(IdempotencyStore):
 
         return self._db.run(work)
 
-    def claim(
+    def _claim(
         self,
         key: str,
         *,
@@ -208,13 +208,13 @@ class SQLStore(IdempotencyStore):
         meta: EntryMeta,
     ) -> Reservation | None:
         """One statement, one round trip (MySQL without ``RETURNING``: two for a duplicate)."""
-        now, row = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        now, row = self._claim_row(key, token, lease_seconds, retention_seconds, meta)
         if row is None:
             return None
         entry = self._entry(key, row)
         return Reservation(_outcome(entry, now), entry)
 
-    def reserve(
+    def _reserve(
         self,
         key: str,
         *,
@@ -223,17 +223,17 @@ class SQLStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        now, row = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        now, row = self._claim_row(key, token, lease_seconds, retention_seconds, meta)
         if row is not None:
             entry = self._entry(key, row)
             return Reservation(_outcome(entry, now), entry)
-        held = self.get(key)
+        held = self._get(key)
         if held is not None and held.token == token and held.state == "in_progress":
             return Reservation("reserved", held)
         return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
                                                   retention_seconds, meta))
 
-    def complete(
+    def _complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
         statements = self._sql()
@@ -257,7 +257,7 @@ class SQLStore(IdempotencyStore):
         row = cursor.fetchone()
         return None if row is None else (_text(row[0]), _text(row[1]))
 
-    def take_over(
+    def _take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
         statements = self._sql()
@@ -281,15 +281,15 @@ class SQLStore(IdempotencyStore):
 
         return self._db.run(work)
 
-    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+    def _mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         return self._count(self._sql().mark_uncertain, {
             "key": self._bin(key), "token": self._bin(token), "note": self._bin(note)}) == 1
 
-    def release(self, key: str, *, token: str) -> bool:
+    def _release(self, key: str, *, token: str) -> bool:
         return self._count(self._sql().release,
                            {"key": self._bin(key), "token": self._bin(token)}) == 1
 
-    def get(self, key: str) -> Entry | None:
+    def _get(self, key: str) -> Entry | None:
         statements = self._sql()
 
         def work(cursor: Any) -> Any:
@@ -299,7 +299,7 @@ class SQLStore(IdempotencyStore):
         row = self._db.run(work)
         return None if row is None else self._entry(key, row)
 
-    def list(self, *, state: ListState | None = None, limit: int = 100) -> builtins.list[Entry]:
+    def _list(self, *, state: ListState | None = None, limit: int = 100) -> builtins.list[Entry]:
         statement = self._sql().list[state]
 
         def work(cursor: Any) -> Any:
@@ -308,7 +308,7 @@ class SQLStore(IdempotencyStore):
 
         return [self._entry(_text(row[0]), row[1:]) for row in self._db.run(work)]
 
-    def resolve(
+    def _resolve(
         self,
         key: str,
         *,
@@ -331,7 +331,7 @@ class SQLStore(IdempotencyStore):
 
         return self._db.run(work) == 1
 
-    def cleanup(self, *, limit: int = 1000) -> int:
+    def _cleanup(self, *, limit: int = 1000) -> int:
         """Delete up to ``limit`` dead rows, :data:`CLEANUP_BATCH` at a time.
 
         Each batch is one short statement of its own (its own transaction),
@@ -351,7 +351,7 @@ class SQLStore(IdempotencyStore):
                     break
         return removed
 
-    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+    def _remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
         _check_length(signature, "signature")
         statements = self._sql()
         nonce = secrets.token_hex(16)
@@ -410,7 +410,7 @@ class SQLStore(IdempotencyStore):
         row = cursor.fetchone()
         return None if row is None else self._approval(row)
 
-    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+    def _add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
         statements = self._sql()
 
         def work(cursor: Any) -> ApprovalRecord:
@@ -426,7 +426,7 @@ class SQLStore(IdempotencyStore):
 
         return self._db.run(work)
 
-    def record_decision(
+    def _record_decision(
         self,
         approval_id: int,
         *,
@@ -447,7 +447,7 @@ class SQLStore(IdempotencyStore):
 
         return self._db.run(work)
 
-    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+    def _get_approval(self, approval_id: int) -> ApprovalRecord | None:
         return self._db.run(lambda cursor: self._live_approval(cursor, approval_id, self.clock()))
 
     def find_approvals(self, *, job_id: str, tool: str) -> builtins.list[ApprovalRecord]:
@@ -460,7 +460,7 @@ class SQLStore(IdempotencyStore):
 
         return [self._approval(row) for row in self._db.run(work)]
 
-    def list_approvals(
+    def _list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         statement = self._sql().list_approvals[status is not None]
@@ -471,7 +471,7 @@ class SQLStore(IdempotencyStore):
 
         return [self._approval(row) for row in self._db.run(work)]
 
-    def claim_approved(
+    def _claim_approved(
         self,
         key: str,
         *,

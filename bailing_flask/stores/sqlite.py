@@ -390,7 +390,7 @@ class SQLiteStore(IdempotencyStore):
 
     # --- the store API --------------------------------------------------------
 
-    def _claim(
+    def _claim_row(
         self, key: str, token: str, lease_seconds: float, retention_seconds: float,
         meta: EntryMeta,
     ) -> tuple[float, Entry | None]:
@@ -491,7 +491,7 @@ class SQLiteStore(IdempotencyStore):
         _log_refused(refused)
         return []
 
-    def reserve(
+    def _reserve(
         self,
         key: str,
         *,
@@ -500,7 +500,7 @@ class SQLiteStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        now, entry = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        now, entry = self._claim_row(key, token, lease_seconds, retention_seconds, meta)
         if entry is None:
             return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
                                                       retention_seconds, meta))
@@ -508,7 +508,7 @@ class SQLiteStore(IdempotencyStore):
             return Reservation("reserved", entry)
         return Reservation(_outcome(entry, now), entry)
 
-    def claim(
+    def _claim(
         self,
         key: str,
         *,
@@ -517,12 +517,12 @@ class SQLiteStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation | None:
-        now, entry = self._claim(key, token, lease_seconds, retention_seconds, meta)
+        now, entry = self._claim_row(key, token, lease_seconds, retention_seconds, meta)
         if entry is None or (entry.state == "in_progress" and entry.token == token):
             return None
         return Reservation(_outcome(entry, now), entry)
 
-    def take_over(
+    def _take_over(
         self, key: str, *, old_token: str, new_token: str, lease_seconds: float
     ) -> bool:
         with self._errors(), self._write() as conn:
@@ -538,7 +538,7 @@ class SQLiteStore(IdempotencyStore):
             conn.execute(_TAKE_OVER, (new_token, lease_end, lease_end, key))
             return True
 
-    def _complete(
+    def _complete_in(
         self, conn: sqlite3.Connection, key: str, token: str, response: StoredResponse,
         retention_seconds: float,
     ) -> bool:
@@ -556,30 +556,30 @@ class SQLiteStore(IdempotencyStore):
         entry = self._select(conn, key, now)
         return entry is not None and entry.token == token and entry.state == "completed"
 
-    def complete(
+    def _complete(
         self, key: str, *, token: str, response: StoredResponse, retention_seconds: float
     ) -> bool:
         try:
-            return self._complete(self._connection(), key, token, response, retention_seconds)
+            return self._complete_in(self._connection(), key, token, response, retention_seconds)
         except (sqlite3.Error, OSError) as exc:
             raise self._unavailable(exc) from exc
 
-    def mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
+    def _mark_uncertain(self, key: str, *, token: str, note: str) -> bool:
         with self._errors():
             now = self.clock()
             cursor = self._connection().execute(_MARK_UNCERTAIN, (now, note, key, token, now))
             return cursor.rowcount == 1
 
-    def release(self, key: str, *, token: str) -> bool:
+    def _release(self, key: str, *, token: str) -> bool:
         with self._errors():
             cursor = self._connection().execute(_RELEASE, (key, token, self.clock()))
             return cursor.rowcount == 1
 
-    def get(self, key: str) -> Entry | None:
+    def _get(self, key: str) -> Entry | None:
         with self._errors():
             return self._select(self._connection(), key, self.clock())
 
-    def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
+    def _list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         with self._errors():
             rows = self._connection().execute(
                 f"SELECT {_COLUMNS} FROM bailing_idempotency WHERE expires_at > :now"
@@ -588,7 +588,7 @@ class SQLiteStore(IdempotencyStore):
             ).fetchall()
         return [_entry_from_row(row) for row in rows]
 
-    def resolve(
+    def _resolve(
         self,
         key: str,
         *,
@@ -609,7 +609,7 @@ class SQLiteStore(IdempotencyStore):
                 ))
             return True
 
-    def cleanup(self, *, limit: int = 1000) -> int:
+    def _cleanup(self, *, limit: int = 1000) -> int:
         removed = 0
         with self._errors():
             conn = self._connection()
@@ -624,7 +624,7 @@ class SQLiteStore(IdempotencyStore):
                 removed += max(cursor.rowcount, 0)
         return removed
 
-    def remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
+    def _remember_signature(self, signature: str, *, ttl_seconds: float) -> bool:
         with self._errors():
             now = self.clock()
             cursor = self._connection().execute(_REMEMBER_SIGNATURE,
@@ -682,7 +682,7 @@ class SQLiteStore(IdempotencyStore):
         ).fetchone()
         return None if row is None else self._approval_from_row(row)
 
-    def add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
+    def _add_approval(self, record: ApprovalRecord, *, retention_seconds: float) -> ApprovalRecord:
         with self._errors():
             self._approvals_connection()
             with self._write() as conn:
@@ -697,7 +697,7 @@ class SQLiteStore(IdempotencyStore):
                 assert stored is not None
                 return stored
 
-    def record_decision(
+    def _record_decision(
         self,
         approval_id: int,
         *,
@@ -717,7 +717,7 @@ class SQLiteStore(IdempotencyStore):
                                                 now + retention_seconds, approval_id))
                 return self._select_approval(conn, approval_id, now)
 
-    def get_approval(self, approval_id: int) -> ApprovalRecord | None:
+    def _get_approval(self, approval_id: int) -> ApprovalRecord | None:
         with self._errors():
             return self._select_approval(self._approvals_connection(), approval_id, self.clock())
 
@@ -730,7 +730,7 @@ class SQLiteStore(IdempotencyStore):
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
 
-    def list_approvals(
+    def _list_approvals(
         self, *, status: ApprovalStatus | None = None, limit: int = 100
     ) -> builtins.list[ApprovalRecord]:
         where = "" if status is None else " AND status = :status"
@@ -742,7 +742,7 @@ class SQLiteStore(IdempotencyStore):
             ).fetchall()
         return [self._approval_from_row(row) for row in rows]
 
-    def claim_approved(
+    def _claim_approved(
         self, key: str, *, approval_ids: Sequence[int], token: str, lease_seconds: float,
         retention_seconds: float, meta: EntryMeta, reserve: bool = True,
     ) -> ApprovalClaim:
