@@ -208,12 +208,13 @@ def tools_command(as_json: bool) -> None:
                 "sensitive": t.sensitive, "side_effecting": t.side_effecting,
                 "business_approval": bool(t.options.business_approval),
                 "repeats": t.repeats, "domain_key": t.options.idempotency_key is not None,
+                "allow_unsigned": bool(t.options.allow_unsigned),
             } for t in registry.tools],
             "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
                               "reason": i.reason} for i in registry.not_exported],
         }, ensure_ascii=False, indent=2))
         return
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "REPEATS", "NOTE")]
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "REPEATS", "UNSIGNED", "NOTE")]
     for tool in registry.tools:
         note = []
         path = catalog.path_of(tool)
@@ -234,10 +235,11 @@ def tools_command(as_json: bool) -> None:
         if tool.options.business_approval:
             note.append("business approval")
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
-                     tool.repeats_shown, ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+                     tool.repeats_shown, "allowed" if tool.options.allow_unsigned else "refused",
+                     ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
     for row in rows:
-        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
+        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:7])) + "  " + row[7])
                    .rstrip())
     if registry.not_exported:
         click.echo("\nDeclared but not exported:")

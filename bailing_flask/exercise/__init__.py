@@ -17,6 +17,12 @@ every method, and checks that the package answered:
     so the view's own decorators (``login_required``,
     ``MethodView.decorators``, caches) run as for a real call. The declared
     view is never called: where it would run, the exercise stops.
+``unsigned``
+    Two unsigned requests (without credentials, with a dummy bearer token)
+    to every tool that does not declare ``allow_unsigned``, let through to
+    the view's decorators as if it did: where the app's own code answers
+    them, the route has clients of its own that ``@tool`` now refuses
+    (:mod:`bailing_flask.exercise._unsigned`). The view never runs.
 ``subject``
     With ``--subject``, a real subject on every read-only tool: the view
     runs, and must be reached.
@@ -62,6 +68,7 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
+from bailing_flask.exercise._unsigned import unsigned_check
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
@@ -93,7 +100,7 @@ class ExerciseResult:
 
     #: ``catalog``, ``authz_probe``, ``limiter`` or ``tool <name> (<METHOD> <path>)``
     target: str
-    #: ``fetch``, ``probe``, ``stack``, ``subject``, ``cache``, ``loader`` or ``config``
+    #: ``fetch``, ``probe``, ``stack``, ``unsigned``, ``subject``, ``reads``, ``cache``, ``loader`` or ``config``
     check: str
     status: Status
     summary: str
@@ -208,6 +215,8 @@ class _Exercise:
                 runs = "nothing of the view's stack (probe requests only)"
             else:
                 runs = (f"decorators {', '.join(decorators)}" if decorators else "no decorator")
+                if tool.options.allow_unsigned is None:
+                    runs += " (for the hub's call and for two unsigned requests)"
                 if tool.readonly and self.subject:
                     runs += f"; the view, as {' and '.join(repr(s) for s in subjects[1:])}"
                 else:
@@ -416,6 +425,7 @@ class _Exercise:
         if self.probe_only:
             return
         self.stack_check(target, tool, args)
+        unsigned_check(self, target, tool, args)
         if self.subject and tool.readonly:
             first = self.subject_check(target, tool, args)
             if self.other:
