@@ -56,8 +56,7 @@ def _who(ex: _Exercise, probe: ExerciseProbe, response: HubResponse) -> str | No
     if probe.gate != "admitted":
         return None  # routing, a middleware: nothing that @tool changed
     if probe.reached_view:
-        return ("nothing in front of the declared view: it was reached (the exercise stopped it; "
-                "checks inside it or below @tool did not run)")
+        return "the view"
     if probe.flask_login is not None:
         return f"Flask-Login (login_manager.{probe.flask_login}())"
     where = ex.targets.get(id(probe))
@@ -108,16 +107,16 @@ def unsigned_check(ex: _Exercise, target: str, tool: CompiledTool, args: dict[st
     if not answers:
         ex.add(target, "unsigned", "pass", "nothing of the app's own answers unsigned requests here")
         return
-    said = [who if probe.reached_view else f"{_answer(response)} from {who}"
+    said = [("reach the declared view: nothing in front of it refuses them (a check inside the view or "
+             "below @tool was not run)") if probe.reached_view else f"get {_answer(response)} from {who}"
             for _, probe, response, who in answers]
     if len(said) == 2 and said[0] == said[1]:
-        said = [f"without credentials and with an Authorization: Bearer header: {said[0]}"]
+        said = [f"without credentials and with an Authorization: Bearer header {said[0]}"]
     else:
-        said = [f"{label}: {what}" for (label, *_), what in zip(answers, said)]
+        said = [f"{label} {what}" for (label, *_), what in zip(answers, said)]
     guarded = all(probe.hook is not None for _, probe, _, _ in answers)
     now = ("a client whose credentials pass the before_request function now gets 401 missing_signature"
            if guarded else "now bailing_flask answers them 401 missing_signature")
     ex.add(target, "unsigned", "warn",
-           f"the app's own clients are cut off: without @tool, the app's own code answers unsigned "
-           f"requests here ({'; '.join(said)}); {now}",
+           f"the app's own clients are cut off: without @tool, unsigned requests {'; '.join(said)}; {now}",
            "@tool without allow_unsigned (a tool route refuses unsigned requests by default)", _FIX)
