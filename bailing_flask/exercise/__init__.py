@@ -26,6 +26,9 @@ every method, and checks that the package answered:
 ``subject``
     With ``--subject``, a real subject on every read-only tool: the view
     runs, and must be reached.
+``reads``
+    While those views run: the query and body keys they read that the
+    tool's catalog entry does not declare (:mod:`bailing_flask.exercise._reads`).
 ``cache``
     A cache in front of a read-only tool must not give one subject's answer
     to another: with a second ``--subject`` the tool is called as both, and
@@ -68,6 +71,7 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
+from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
 from bailing_flask.exercise._unsigned import unsigned_check
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
@@ -186,6 +190,8 @@ class _Exercise:
         self.targets: dict[int, tuple[str, str]] = {}
         #: ``(tool, subject)`` -> the first request sent for it
         self.sent: dict[tuple[str, str | None], ExerciseProbe] = {}
+        #: ``id(probe)`` -> the query and body keys the view read (``subject`` requests)
+        self.reads: dict[int, Reads] = {}
         #: ``id(probe)`` -> the Flask-Limiter buckets the request was counted in
         self.buckets: dict[int, list[Bucket]] = {}
 
@@ -428,6 +434,7 @@ class _Exercise:
         unsigned_check(self, target, tool, args)
         if self.subject and tool.readonly:
             first = self.subject_check(target, tool, args)
+            reads_check(self, target, tool, first[0])
             if self.other:
                 self.second_subject_check(target, tool, args, first)
                 return
@@ -676,7 +683,7 @@ class _Exercise:
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
         with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
-                recording(self.app, self.buckets):
+                recording(self.app, self.buckets), recording_reads(self.app, self.reads):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
