@@ -86,11 +86,11 @@ class _RecordingMultiDict(ImmutableMultiDict[str, Any]):
         self._key(key)
         return super().__getitem__(key)
 
-    def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # noqa: A002 (werkzeug's name)
+    def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # type: ignore[override]
         self._key(key)
         return super().get(key, default, type)
 
-    def getlist(self, key: Any, type: Any = None) -> Any:  # noqa: A002
+    def getlist(self, key: Any, type: Any = None) -> Any:
         self._key(key)
         return super().getlist(key, type)
 
@@ -120,7 +120,7 @@ class _RecordingMultiDict(ImmutableMultiDict[str, Any]):
 
     def to_dict(self, flat: bool = True) -> Any:
         self._all("to_dict()")
-        return super().to_dict(flat)
+        return super().to_dict(flat) if flat else super().to_dict(False)
 
 
 class _RecordingDict(dict[str, Any]):
@@ -211,7 +211,7 @@ class _ReadsRequest:
 def recording_reads(app: Flask, reads: dict[int, Reads]) -> Iterator[None]:
     """For the run: the app's request class, recording what the views read (into ``reads``)."""
     original = app.request_class
-    app.request_class = type(original.__name__, (_ReadsRequest, original),  # type: ignore[assignment]
+    app.request_class = type(original.__name__, (_ReadsRequest, original),
                              {"_bailing_reads": reads, "__module__": original.__module__})
     try:
         yield
