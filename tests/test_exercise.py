@@ -320,8 +320,7 @@ def test_before_it_runs_the_exercise_says_which_app_code_runs_and_on_which_datab
     assert "subject loader: tests.apps.exercise_db_app.create_app.<locals>.load_or_create_user" in plan
     assert "authorizer: tests.apps.exercise_db_app.create_app.<locals>.<lambda>" in plan
     assert ("tool report (GET /api/report): decorators "
-            "tests.apps.exercise_db_app.create_app.<locals>.charge_credit (for the hub's call and for two "
-            "unsigned requests); the view, as 't1:alice'") in plan
+            "tests.apps.exercise_db_app.create_app.<locals>.charge_credit; the view, as 't1:alice'") in plan
     assert "tool add_note (POST /api/notes): decorators" in plan and "never the view" in plan
     assert f"sqlite:///{db_file} (Flask-SQLAlchemy): every write is rolled back" in plan
 

@@ -16,6 +16,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,7 +89,8 @@ def test_the_cli_warns_and_keeps_the_exit_status_of_warnings():
     assert "fix: if the route's existing clients must keep working, declare it @tool(..., allow_unsigned=True)" \
         in result.output
     # the plan says the unsigned requests run the decorators
-    assert "(for the hub's call and for two unsigned requests)" in result.output
+    assert ("unsigned requests (two each, the decorators above run, never the view): api_fresh, "
+            "api_tickets, legacy_orders") in result.output
 
 
 def test_tools_shows_whether_each_tool_takes_unsigned_requests():
@@ -160,3 +162,15 @@ def test_allow_unsigned_keeps_the_existing_clients_working_and_the_hub_still_sig
     assert _get(base, "/api/v1/articles", {"Authorization": "Bearer wrong"})[0] == 401  # the app's own check
     hub = HubSimulator(app, STRONG_SECRET)
     assert hub.call("api_articles", {}, subject="t2:bob").json()["reader"] == "bob"
+
+
+def test_the_tools_listing_the_cli_page_shows_is_the_real_one(tmp_path):
+    from example_app import create_app as create_shop
+
+    from .test_example_app import _config
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
+    after = page.split("   $ flask --app example_app bailing tools\n", 1)[1]
+    shown = [line[3:] for line in after.split("\n\n", 1)[0].splitlines()]
+    listing = create_shop(_config(tmp_path / "shop.sqlite3")).test_cli_runner().invoke(args=["bailing", "tools"])
+    assert listing.output.splitlines() == shown

@@ -72,7 +72,7 @@ from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
 from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
-from bailing_flask.exercise._unsigned import unsigned_check
+from bailing_flask.exercise._unsigned import unsigned_check, unsigned_plan
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
@@ -221,13 +221,12 @@ class _Exercise:
                 runs = "nothing of the view's stack (probe requests only)"
             else:
                 runs = (f"decorators {', '.join(decorators)}" if decorators else "no decorator")
-                if tool.options.allow_unsigned is None:
-                    runs += " (for the hub's call and for two unsigned requests)"
                 if tool.readonly and self.subject:
                     runs += f"; the view, as {' and '.join(repr(s) for s in subjects[1:])}"
                 else:
                     runs += "; never the view"
             lines.append(f"  tool {tool.name} ({tool.method} {tool.path}): {runs}")
+        lines.extend(unsigned_plan(self.state.registry().tools, self.probe_only))
         after = [name for name in watched_names(self.app.after_request_funcs)
                  if not name.startswith("bailing_flask")]
         if after:

@@ -29,7 +29,7 @@ from bailing_flask.testing import HubResponse
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.exercise import _Exercise
 
-__all__ = ["unsigned_check", "DUMMY_BEARER"]
+__all__ = ["unsigned_check", "unsigned_plan", "DUMMY_BEARER"]
 
 #: what the second request carries: the shape of a client's token, never a real one
 DUMMY_BEARER = "Bearer bailing-exercise-not-a-real-token"
@@ -37,6 +37,14 @@ _FIX = ("if the route's existing clients must keep working, declare it @tool(...
         "unsigned requests then reach the view through the app's own authentication as before, and "
         "signed calls are still verified and authorized by the gate; if the route is the hub's alone, "
         "declare allow_unsigned=False to say so")
+
+
+def unsigned_plan(tools: Any, probe_only: bool) -> list[str]:
+    """The plan's line: which tools get the unsigned requests (the same decorators run, no view)."""
+    undecided = [tool.name for tool in tools if tool.options.allow_unsigned is None]
+    if probe_only or not undecided:
+        return []
+    return [f"  unsigned requests (two each, the decorators above run, never the view): {', '.join(undecided)}"]
 
 
 def _answer(response: HubResponse) -> str:
