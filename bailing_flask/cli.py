@@ -109,6 +109,18 @@ def _registration() -> list[str]:
     return lines
 
 
+def _unsigned_note(tools: Any, exercise: bool) -> str | None:
+    """Which tool routes now refuse the app's own (unsigned) clients, said by every ``check``."""
+    refused = [tool.name for tool in tools if tool.options.allow_unsigned is None]
+    if not refused:
+        return None
+    shown = ", ".join(refused[:8]) + (f" and {len(refused) - 8} more" if len(refused) > 8 else "")
+    return (f"unsigned requests: refused (401 missing_signature) by {len(refused)} tool route(s) that do "
+            f"not set allow_unsigned: {shown}; any client of the app's own that calls them is refused "
+            + ("(the exercise's unsigned check below names the routes the app's own code serves)" if exercise
+               else "(check --exercise names the routes the app's own code serves)"))
+
+
 @bailing_cli.command("check")
 @click.option("--exercise", is_flag=True,
               help="Also send, in process, a request signed like the hub's to every declared tool "
@@ -168,6 +180,9 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
         click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
         for line in _registration():
             click.echo(line)
+        note = _unsigned_note(state.registry().tools, exercise)
+        if note is not None:
+            click.echo(note)
     if exercise:
         from bailing_flask.exercise import run_exercise
 

@@ -93,6 +93,14 @@ def test_the_cli_warns_and_keeps_the_exit_status_of_warnings():
             "api_tickets, legacy_orders") in result.output
 
 
+def test_check_alone_names_the_tool_routes_that_refuse_unsigned_requests():
+    result = create_app().test_cli_runner().invoke(args=["bailing", "check"])
+    assert result.exit_code == 0, result.output
+    assert ("unsigned requests: refused (401 missing_signature) by 3 tool route(s) that do not set "
+            "allow_unsigned: api_fresh, api_tickets, legacy_orders; any client of the app's own that calls "
+            "them is refused (check --exercise names the routes the app's own code serves)") in result.output
+
+
 def test_tools_shows_whether_each_tool_takes_unsigned_requests():
     app = create_app()
     listing = app.test_cli_runner().invoke(args=["bailing", "tools"])
