@@ -26,17 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["warn_refused_credentials", "credentials_kind"]
 
-#: per app: the names of the cookies that carry a login (read from the app's config once)
+#: per app: the names of the cookies that carry a login (asked once, at the first refusal)
 _COOKIES: weakref.WeakKeyDictionary[Flask, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
 def _login_cookies(app: Flask) -> tuple[str, ...]:
     names = _COOKIES.get(app)
     if names is None:
-        names = tuple(dict.fromkeys(str(name) for name in (
-            app.config.get("SESSION_COOKIE_NAME") or "session",
-            app.config.get("REMEMBER_COOKIE_NAME") or "remember_token",  # Flask-Login's
-        )))
+        # the session interface's own answer (Flask asks it on every request anyway), and
+        # Flask-Login's default remember cookie
+        names = tuple(dict.fromkeys((str(app.session_interface.get_cookie_name(app)), "remember_token")))
         _COOKIES[app] = names
     return names
 
