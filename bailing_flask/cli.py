@@ -112,6 +112,18 @@ def _registration() -> list[str]:
     return lines
 
 
+def _unsigned_note(tools: Any, exercise: bool) -> str | None:
+    """Which tool routes now refuse the app's own (unsigned) clients, said by every ``check``."""
+    refused = [tool.name for tool in tools if tool.options.allow_unsigned is None]
+    if not refused:
+        return None
+    shown = ", ".join(refused[:8]) + (f" and {len(refused) - 8} more" if len(refused) > 8 else "")
+    return (f"unsigned requests: refused (401 missing_signature) by {len(refused)} tool route(s) that do "
+            f"not set allow_unsigned: {shown}; any client of the app's own that calls them is refused "
+            + ("(the exercise's unsigned check below names the routes the app's own code serves)" if exercise
+               else "(check --exercise names the routes the app's own code serves)"))
+
+
 @bailing_cli.command("check")
 @click.option("--exercise", is_flag=True,
               help="Also send, in process, a request signed like the hub's to every declared tool "
@@ -171,6 +183,9 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
         click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
         for line in _registration():
             click.echo(line)
+        note = _unsigned_note(state.registry().tools, exercise)
+        if note is not None:
+            click.echo(note)
     if exercise:
         from bailing_flask.exercise import run_exercise
 
@@ -211,12 +226,13 @@ def tools_command(as_json: bool) -> None:
                 "sensitive": t.sensitive, "side_effecting": t.side_effecting,
                 "business_approval": bool(t.options.business_approval),
                 "repeats": t.repeats, "domain_key": t.options.idempotency_key is not None,
+                "allow_unsigned": bool(t.options.allow_unsigned),
             } for t in registry.tools],
             "not_exported": [{"endpoint": i.endpoint, "method": i.method, "rule": i.rule,
                               "reason": i.reason} for i in registry.not_exported],
         }, ensure_ascii=False, indent=2))
         return
-    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "REPEATS", "NOTE")]
+    rows = [("NAME", "METHOD", "PATH", "SCOPE", "RISK", "REPEATS", "UNSIGNED", "NOTE")]
     for tool in registry.tools:
         note = []
         path = catalog.path_of(tool)
@@ -237,10 +253,11 @@ def tools_command(as_json: bool) -> None:
         if tool.options.business_approval:
             note.append("business approval")
         rows.append((tool.name, tool.method, path or tool.path, tool.scope, tool.risk,
-                     tool.repeats_shown, ", ".join(note)))
-    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+                     tool.repeats_shown, "allowed" if tool.options.allow_unsigned else "refused",
+                     ", ".join(note)))
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
     for row in rows:
-        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
+        click.echo(("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:7])) + "  " + row[7])
                    .rstrip())
     if registry.not_exported:
         click.echo("\nDeclared but not exported:")

@@ -45,7 +45,8 @@ def test_the_integrated_legacy_app_passes_and_nothing_ran():
     app = create_app(fresh_tool=False)
     report = run_exercise(app, subject="t1:alice")
     assert report.ok, report.render()
-    assert {r.status for r in report.results} == {"pass"}
+    # its tools also serve the app's own sessions: the unsigned check says so (tests/test_existing_clients.py)
+    assert {r.status for r in report.results if r.check != "unsigned"} == {"pass"}
     with app.app_context():
         assert notes() == []  # the write tools' views never ran
     # and the read tools did run, as the real subject

@@ -36,6 +36,7 @@ from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
 from bailing_flask._pipeline.foreign import webargs_finish
 from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from bailing_flask._pipeline.unsigned import warn_refused_credentials
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
@@ -69,7 +70,9 @@ class ExerciseProbe:
     gate must refuse it; if it admits, the view does not run), ``"stack"`` (after the
     gate, the view's own decorators run up to the declared view, which is
     never called) or ``"subject"`` (a real subject on a read-only tool: the
-    view runs).
+    view runs) or ``"unsigned"`` (an unsigned request to a tool that refuses
+    them, let through as if ``allow_unsigned=True`` were set: the view's own
+    decorators answer; the view never runs).
     """
 
     def __init__(self, mode: str) -> None:
@@ -103,6 +106,20 @@ def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
 
 def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
     return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
+
+
+def _stop_at_view(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response:
+    """Run the view's own stack up to the declared view, which never runs (the exercise)."""
+    if stack == "view":
+        probe.reached_view = True
+    elif stack == "unguarded":
+        probe.unguarded = True
+    else:
+        try:
+            return current_app.make_response(call_view())
+        except ExerciseStop:
+            pass
+    return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
 
 def _names(errors: list[dict[str, Any]]) -> list[str]:
@@ -218,7 +235,7 @@ def run_declared_view(
     """
     environ = request.environ
     probe = _exercise(environ)
-    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
+    if probe is not None and probe.mode in ("stack", "unsigned") and environ.get(GATE_KEY) is not None:
         current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
         probe.reached_view = True
         raise ExerciseStop()
@@ -305,10 +322,16 @@ def run_gate(
             environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
         environ[GATE_KEY] = tool
         return state.app.make_response(call_view())
+    unsigned = _exercise(environ) if verified is None else None
+    if unsigned is not None and unsigned.mode == "unsigned":  # the exercise: as if allow_unsigned=True
+        environ[GATE_KEY] = tool
+        unsigned.gate = "admitted"
+        return _stop_at_view(unsigned, stack, call_view)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
     if state.telemetry is not None:
         environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
     if verified is None:
+        warn_refused_credentials(state, tool, environ)
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))
     altered = altered_part(environ)
     if altered is not None:
@@ -359,16 +382,7 @@ def run_gate(
         if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
             return _exercise_answer(probe, "admitted")
         if probe.mode == "stack":
-            if stack == "view":
-                probe.reached_view = True
-            elif stack == "unguarded":
-                probe.unguarded = True
-            else:
-                try:
-                    return current_app.make_response(call_view())
-                except ExerciseStop:
-                    pass
-            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
+            return _stop_at_view(probe, stack, call_view)
 
     def execute() -> Response:
         # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)

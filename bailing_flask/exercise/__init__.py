@@ -17,9 +17,18 @@ every method, and checks that the package answered:
     so the view's own decorators (``login_required``,
     ``MethodView.decorators``, caches) run as for a real call. The declared
     view is never called: where it would run, the exercise stops.
+``unsigned``
+    Two unsigned requests (without credentials, with a dummy bearer token)
+    to every tool that does not declare ``allow_unsigned``, let through to
+    the view's decorators as if it did: where the app's own code answers
+    them, the route has clients of its own that ``@tool`` now refuses
+    (:mod:`bailing_flask.exercise._unsigned`). The view never runs.
 ``subject``
     With ``--subject``, a real subject on every read-only tool: the view
     runs, and must be reached.
+``reads``
+    While those views run: the query and body keys they read that the
+    tool's catalog entry does not declare (:mod:`bailing_flask.exercise._reads`).
 ``cache``
     A cache in front of a read-only tool must not give one subject's answer
     to another: with a second ``--subject`` the tool is called as both, and
@@ -62,6 +71,8 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
+from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
+from bailing_flask.exercise._unsigned import unsigned_check, unsigned_plan
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
 from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
@@ -95,7 +106,7 @@ class ExerciseResult:
 
     #: ``catalog``, ``authz_probe``, ``limiter`` or ``tool <name> (<METHOD> <path>)``
     target: str
-    #: ``fetch``, ``probe``, ``stack``, ``subject``, ``cache``, ``loader`` or ``config``
+    #: ``fetch``, ``probe``, ``stack``, ``unsigned``, ``subject``, ``reads``, ``cache``, ``loader`` or ``config``
     check: str
     status: Status
     summary: str
@@ -181,6 +192,8 @@ class _Exercise:
         self.targets: dict[int, tuple[str, str]] = {}
         #: ``(tool, subject)`` -> the first request sent for it
         self.sent: dict[tuple[str, str | None], ExerciseProbe] = {}
+        #: ``id(probe)`` -> the query and body keys the view read (``subject`` requests)
+        self.reads: dict[int, Reads] = {}
         #: ``id(probe)`` -> the Flask-Limiter buckets the request was counted in
         self.buckets: dict[int, list[Bucket]] = {}
 
@@ -215,6 +228,7 @@ class _Exercise:
                 else:
                     runs += "; never the view"
             lines.append(f"  tool {tool.name} ({tool.method} {tool.path}): {runs}")
+        lines.extend(unsigned_plan(self.state.registry().tools, self.probe_only))
         after = [name for name in watched_names(self.app.after_request_funcs)
                  if not name.startswith("bailing_flask")]
         if after:
@@ -418,8 +432,10 @@ class _Exercise:
         if self.probe_only:
             return
         self.stack_check(target, tool, args)
+        unsigned_check(self, target, tool, args)
         if self.subject and tool.readonly:
             first = self.subject_check(target, tool, args)
+            reads_check(self, target, tool, first[0])
             if self.other:
                 self.second_subject_check(target, tool, args, first)
                 return
@@ -668,7 +684,7 @@ class _Exercise:
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
         with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
-                recording(self.app, self.buckets):
+                recording(self.app, self.buckets), recording_reads(self.app, self.reads):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
