@@ -183,7 +183,7 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
         click.echo(f"{tools} tool(s), {errors} error(s), {warnings} warning(s)")
         for line in _registration():
             click.echo(line)
-        note = _unsigned_note(state.registry().tools, exercise)
+        note = _unsigned_note(registry_of(state).tools, exercise)
         if note is not None:
             click.echo(note)
     if exercise:

@@ -16,7 +16,6 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -228,7 +228,7 @@ class _Exercise:
                 else:
                     runs += "; never the view"
             lines.append(f"  tool {tool.name} ({tool.method} {tool.path}): {runs}")
-        lines.extend(unsigned_plan(self.state.registry().tools, self.probe_only))
+        lines.extend(unsigned_plan(registry_of(self.state).tools, self.probe_only))
         after = [name for name in watched_names(self.app.after_request_funcs)
                  if not name.startswith("bailing_flask")]
         if after:
