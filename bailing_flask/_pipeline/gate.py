@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
-from flask import Response, current_app, request
+from flask import Response, after_this_request, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import bailing_flask.audit as audit
@@ -39,23 +39,21 @@ from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, fin
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
-from bailing_flask.declare import get_declaration
-from bailing_flask.wire.middleware import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
+from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, get_declaration
+from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.extension import BailingState
     from bailing_flask._pipeline.registry import Registry, Tool
     from bailing_flask.declare import Declaration
 
-__all__ = ["install_gates", "explain_unrouted", "run_declared_view", "GATE_KEY"]
+__all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY"]
 
 logger = logging.getLogger("bailing_flask")
 
-#: Set in the environ once the gate admitted a call (the :class:`Tool`).
-GATE_KEY = "bailing.gate"
-#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
-#: Only code in the same process can put it there: no client can set an environ key.
-EXERCISE_KEY = "bailing.exercise"
+#: Set in the environ once the gate admitted a call (the :class:`Tool`): the one decision
+#: of the request, which the ``@tool`` wrapper (and a gate the app wrapped) only check.
+GATE_KEY = ADMITTED_KEY
 _MAX_NAMES = 20
 
 
@@ -125,16 +123,51 @@ def install_gates(state: BailingState, registry: Registry) -> None:
     for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
         view = view_functions.get(endpoint)
         if view is not None and view is not state.gates.get(endpoint):
-            gate = _gated(state, endpoint, view)
-            view_functions[endpoint] = gate
-            state.gates[endpoint] = gate
+            _put_gate(state, view_functions, endpoint, view)
 
 
-def ensure_gate(state: BailingState, endpoint: str | None) -> None:
-    """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
-    gate = state.gates.get(endpoint) if endpoint is not None else None
-    if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
-        install_gates(state, state.registry())
+def _put_gate(state: BailingState, view_functions: dict[str, Any], endpoint: str,
+              view: Callable[..., Any]) -> None:
+    gate = _gated(state, endpoint, view)
+    state.gates[endpoint] = gate
+    dict.__setitem__(view_functions, endpoint, gate)  # not through GatedViews.__setitem__
+
+
+class GatedViews(dict[str, Any]):
+    """``app.view_functions`` of a Bailing app: a view put on a gated endpoint is gated at once.
+
+    Flask dispatches with a plain dictionary lookup (no per-request check);
+    only writing an entry costs more: an app (or a test) that replaces a tool
+    endpoint's view after the gates were installed gets the gate in front of
+    the new view right there.
+    """
+
+    def __init__(self, state: BailingState, views: dict[str, Any]) -> None:
+        super().__init__(views)
+        self._state = state
+
+    def __setitem__(self, endpoint: str, view: Any) -> None:
+        gates = self._state.gates
+        if endpoint in gates and view is not gates[endpoint]:
+            _put_gate(self._state, self, endpoint, view)
+        else:
+            super().__setitem__(endpoint, view)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for endpoint, view in dict(*args, **kwargs).items():
+            self[endpoint] = view
+
+    def setdefault(self, endpoint: str, view: Any = None) -> Any:
+        if endpoint not in self:
+            self[endpoint] = view
+        return self[endpoint]
+
+
+def gate_view_functions(state: BailingState) -> None:
+    """At ``init_app``: make later writes to ``app.view_functions`` keep the gates in place."""
+    app = state.app
+    if not isinstance(app.view_functions, GatedViews):
+        app.view_functions = GatedViews(state, app.view_functions)
 
 
 def explain_unrouted(state: BailingState) -> None:
@@ -149,10 +182,9 @@ def explain_unrouted(state: BailingState) -> None:
     the same way, signed or not. Every other request keeps the app's own
     error pages.
 
-    Called from the package's ``before_request`` function, it only replaces
-    the routing exception Flask raises when it dispatches, so the app's later
-    ``before_request`` functions still run first, and an app's own
-    ``errorhandler(404)`` still renders it.
+    Called when Flask raises the routing exception, as it dispatches (see
+    :func:`explain_routing_errors`): the app's ``before_request`` functions
+    all ran first, and an app's own ``errorhandler(404)`` still renders it.
     """
     exc = request.routing_exception
     verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
@@ -176,6 +208,22 @@ def explain_unrouted(state: BailingState) -> None:
         logger.warning("bailing: refused %s %s: %s (a signed call that no route serves)",
                        request.method, request.path[:200], response.headers.get("X-Bailing-Reason"))
     request.routing_exception = replacement
+
+
+def explain_routing_errors(state: BailingState) -> None:
+    """At ``init_app``: routing errors go through :func:`explain_unrouted`.
+
+    Flask calls ``app.raise_routing_exception`` only for a request that no
+    route matched, so a routed request pays nothing for it.
+    """
+    app = state.app
+    original = app.raise_routing_exception
+
+    def raise_routing_exception(request: Any) -> Any:
+        explain_unrouted(state)
+        return original(request)
+
+    app.raise_routing_exception = raise_routing_exception  # type: ignore[method-assign]
 
 
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
@@ -205,38 +253,41 @@ def run_declared_view(
     declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     is_async: bool = False,
 ) -> Any:
-    """Called by every ``@tool`` wrapper instead of the view itself.
+    """What a ``@tool`` wrapper calls when the gate did not admit the call (or the exercise watches).
 
-    Normally the gate in front of the endpoint has already decided, and the
-    view just runs. Reached without it (the app replaced its view functions,
-    or called the tool's function from another endpoint), the gate runs
-    here for the tool itself, and a declaration the registry cannot see
-    fails closed: the view never runs ungated.
+    The only way into a tool's view is the gate in front of its endpoint,
+    installed when the registry compiles. Reached without it (a view that is
+    not the tool's route calls the tool's function, an error handler renders
+    it, a decorator hides the declaration), the call fails closed: the view
+    never runs ungated.
     """
     environ = request.environ
     probe = _exercise(environ)
-    if probe is not None and probe.mode == "stack" and environ.get(GATE_KEY) is not None:
-        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
-        probe.reached_view = True
-        raise ExerciseStop()
     if environ.get(GATE_KEY) is not None:
+        if probe is not None and probe.mode == "stack":
+            current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+            probe.reached_view = True
+            raise ExerciseStop()
         if probe is not None:
             probe.reached_view = True
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
-    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
     registry = state.registry()
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     method = request.method
-    tool = registry.lookup(endpoint, method)
-    if tool is None or tool.declaration is not declaration:
-        # called from another endpoint (an alias view, an error handler): gate it as itself
-        tool = registry.tool_of(declaration, method)
-    if tool is not None:
-        return run_gate(state, tool, call_view, kwargs, stack="view")
     methods = declaration.options.methods
     if registry.saw(declaration) and methods is not None and method not in methods:
-        return call_view()  # a method this declaration explicitly does not serve
+        # a method this declaration explicitly does not serve (the gate let it pass)
+        return current_app.ensure_sync(view)(*args, **kwargs)
+    if registry.tool_of(declaration, method) is not None:
+        state.warn_once(
+            ("ungated", declaration.qualname, endpoint),
+            "bailing: %s was reached without its gate, from endpoint %r (a view that is not the "
+            "tool's route calls its function, or an error handler renders it); refusing the call: "
+            "a tool runs only behind its own route",
+            declaration.qualname, endpoint, level=logging.ERROR,
+        )
+        return state.error_response(ErrorInfo.make("tool_not_registered"))
     state.warn_once(
         ("hidden", declaration.qualname),
         "bailing: %s is declared as a tool but its route %r does not show the declaration (a "
@@ -432,10 +483,13 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
     """The view raised: one record with the exception's class (never its message).
 
     The record waits for the status Flask (or the app's error handler)
-    really answers; :func:`audit.finish_failed` writes it.
+    really answers; :func:`audit.finish_failed` writes it when the app is
+    done with the call (the middleware runs it, answered or not): no hook of
+    every request is needed for it.
     """
     duration_ms = (time.perf_counter() - started) * 1000
     status = audit.exception_status(exc)
+    environ = request.environ
     if audit.wanted(state):  # else not one field of the record is looked up
         values = state.config.audit_argument_values and not tool.sensitive
         error = audit.exception_name(exc)
@@ -444,9 +498,20 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
             final = status if answered is None else answered
             reason = "view_status" if final < 500 and status < 500 else "view_raised"
             _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
-                   values=values, error=error)
+                   values=values, error=error, environ=environ)
 
-        request.environ[audit.FAILED_KEY] = record
+        environ[audit.FAILED_KEY] = record
+        answered: list[Response] = []
+
+        @after_this_request
+        def _answered(response: Response) -> Response:
+            answered.append(response)
+            return response
+
+        def _finish() -> None:  # after every after_request function: the status is final
+            audit.finish_failed(environ, answered[-1].status_code if answered else None)
+
+        environ.setdefault(AFTER_CALL_KEY, []).append(_finish)
     if tool_failed.receivers:
         tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                          call=call, exception=exc, status=status, duration_ms=duration_ms)
