@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote_to_bytes
 
 from flask import Response, after_this_request, current_app, request
@@ -32,8 +32,9 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import bailing_flask.audit as audit
 from bailing_flask.approvals import _ApprovalRefused, check_business_approval
-from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
-from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
+from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments, validate_call
+from bailing_flask._pipeline.authz import decide, loader_failed, tool_info
+from bailing_flask._pipeline.sync import call_sync
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
@@ -47,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.registry import Registry, Tool
     from bailing_flask.declare import Declaration
 
-__all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY"]
+__all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY",
+           "EXERCISE_KEY", "ExerciseProbe", "ToolPlan"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -118,17 +120,21 @@ def install_gates(state: BailingState, registry: Registry) -> None:
     with ``functools.wraps`` copies every attribute, so no mark on the
     function could tell a gate from something wrapped around it): whatever
     stands in ``view_functions`` that is not our gate gets a gate in front.
+    Each gate holds the compiled plans of its endpoint's tools, so every
+    compile puts new gates in front (around the same views).
     """
     view_functions = state.app.view_functions
     for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
         view = view_functions.get(endpoint)
-        if view is not None and view is not state.gates.get(endpoint):
-            _put_gate(state, view_functions, endpoint, view)
+        if view is not None:
+            if view is state.gates.get(endpoint):
+                view = cast(Any, view).__wrapped__  # our own gate (by identity): the view behind it
+            _put_gate(state, view_functions, endpoint, view, registry)
 
 
 def _put_gate(state: BailingState, view_functions: dict[str, Any], endpoint: str,
-              view: Callable[..., Any]) -> None:
-    gate = _gated(state, endpoint, view)
+              view: Callable[..., Any], registry: Registry) -> None:
+    gate = _gated(state, endpoint, view, registry)
     state.gates[endpoint] = gate
     dict.__setitem__(view_functions, endpoint, gate)  # not through GatedViews.__setitem__
 
@@ -147,11 +153,12 @@ class GatedViews(dict[str, Any]):
         self._state = state
 
     def __setitem__(self, endpoint: str, view: Any) -> None:
-        gates = self._state.gates
-        if endpoint in gates and view is not gates[endpoint]:
-            _put_gate(self._state, self, endpoint, view)
-        else:
-            super().__setitem__(endpoint, view)
+        super().__setitem__(endpoint, view)
+        state = self._state
+        if endpoint in state.gates and view is not state.gates[endpoint]:
+            registry = state.registry()  # a rebuild (new routes) gates every endpoint itself
+            if self.get(endpoint) is not state.gates.get(endpoint):
+                _put_gate(state, self, endpoint, view, registry)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for endpoint, view in dict(*args, **kwargs).items():
@@ -226,21 +233,57 @@ def explain_routing_errors(state: BailingState) -> None:
     app.raise_routing_exception = raise_routing_exception  # type: ignore[method-assign]
 
 
-def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+class ToolPlan:
+    """One tool compiled for the gate: what its calls need, worked out once.
+
+    Built when the registry compiles, for each tool of an endpoint; a call
+    runs only the steps its plan says the tool uses (its own authorizer or
+    the app's, de-duplication or approval, the shaped answer's guard).
+    """
+
+    __slots__ = ("tool", "info", "authorizer", "repeats", "approval", "shaped", "guarded")
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        self.info = tool.info
+        #: the tool's own authorizer; ``None``: the app's, read per call (it may be set later)
+        self.authorizer = tool.options.authorizer
+        self.approval = bool(tool.options.business_approval)
+        #: whether the call goes through the idempotency run (de-duplicated, or an approval to spend)
+        self.repeats = tool.deduplicated or self.approval
+        shaper = tool.shaper
+        #: ``result=`` / ``response=`` shape the answer (else the view's value is the answer)
+        self.shaped = shaper is not None
+        self.guarded = shaper is not None and shaper.guards_errors
+
+
+def _plans_of(registry: Registry, endpoint: str) -> dict[str, ToolPlan]:
+    plans = {method: ToolPlan(tool) for (name, method), tool in registry.by_endpoint.items()
+             if name == endpoint}
+    if "GET" in plans and "HEAD" not in plans:  # HEAD is served by GET
+        plans["HEAD"] = plans["GET"]
+    return plans
+
+
+def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
+           registry: Registry) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
     # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
     declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
     stack = "declared" if declared else "unguarded"
+    plans = _plans_of(registry, endpoint)
+    passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
 
     def gated_view(**kwargs: Any) -> Any:
-        if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
+        req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down
+        if GATE_KEY in req.environ:  # a gate further out admitted this call (the app wrapped ours)
             return sync_view(**kwargs)
-        method = request.method
-        registry = state.registry()
-        tool = registry.lookup(endpoint, method)
-        if tool is not None:
-            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
-        if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
+        method = req.method
+        plan = plans.get(method)
+        if plan is not None:
+            return run_gate(state, plan.tool, functools.partial(sync_view, **kwargs), kwargs,
+                            stack=stack, req=req, plan=plan)
+        if method in passthrough:  # explicitly not a tool (methods=)
             return sync_view(**kwargs)
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
         return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
@@ -321,7 +364,9 @@ def altered_part(environ: dict[str, Any]) -> str | None:
         return "request"
     if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
         return "method"
-    if (_decoded_path(seen.raw_path) or "/") != (environ.get("PATH_INFO") or "/"):
+    raw_path = seen.raw_path
+    routed = raw_path if "%" not in raw_path else _decoded_path(raw_path)
+    if (routed or "/") != (environ.get("PATH_INFO") or "/"):
         return "path"
     if environ.get("QUERY_STRING", "") != seen.query:
         return "query"
@@ -332,27 +377,23 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 def run_gate(
     state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
-    stack: str = "declared",
+    stack: str = "declared", *, req: Any = None, plan: ToolPlan | None = None,
 ) -> Response:
     """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
 
     ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
-    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
-    (a stack without it) or ``"view"`` (the declared view itself).
+    (the view's stack, ending in the ``@tool`` wrapper) or ``"unguarded"``
+    (a stack without it). ``req`` is the request object (looked up once by
+    the gate) and ``plan`` the tool's compiled plan.
     """
-    req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
+    if req is None:
+        req = request._get_current_object()  # type: ignore[attr-defined]
+    if plan is None:
+        plan = ToolPlan(tool)
     environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None and tool.options.allow_unsigned:
-        if tool.options.validate_unsigned:
-            # a shared route: the human's request gets the same validation as the hub's
-            try:
-                validated = validate_arguments(tool, req, dict(kwargs), human=True)
-            except ArgumentError as exc:
-                return state.error_response(_argument_refusal(exc))
-            environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
-        environ[GATE_KEY] = tool
-        return state.app.make_response(call_view())
+        return _unsigned(state, tool, call_view, kwargs, req)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
     if state.telemetry is not None:
         environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
@@ -365,34 +406,36 @@ def run_gate(
             "bailing: refused %s %s: its %s was changed after the signature was verified; a WSGI "
             "middleware between BailingMiddleware and the app rewrites requests (install "
             "Bailing(app) after it, so the verifier is innermost)",
-            request.method, request.path, altered, level=logging.ERROR,
+            req.method, req.path, altered, level=logging.ERROR,
         )
         return _refuse(state, tool, verified, ErrorInfo.make("request_altered", part=altered))
-    if tool.subject_required and not verified.subject:
+    subject = verified.subject
+    if tool.subject_required and not subject:
         return _refuse(state, tool, verified, ErrorInfo.make("subject_required"))
+    loader = state.ext.subject_loader_func
+    user = None
+    if loader is not None and subject:
+        try:
+            user = call_sync(loader, subject)  # an async loader is awaited
+        except Exception as exc:
+            loader_failed(exc, subject)
+            return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
     try:
-        user = load_user(state.ext.subject_loader_func, verified.subject)
-    except SubjectLoadError:
-        return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
-    try:
-        validated = validate_arguments(tool, req, dict(kwargs))
+        args, query, body = validate_call(tool, req, kwargs)
     except ArgumentError as exc:
         return _refuse(state, tool, verified, _argument_refusal(exc))
-    call = ToolCall(
-        verified=verified, tool=tool_info(tool), user=user, args=validated.args,
-        query=validated.query, body=validated.body,
-    )
+    call = ToolCall(verified=verified, tool=plan.info, user=user, args=args, query=query, body=body)
     environ[TOOL_CALL_KEY] = call
-    probe = _exercise(environ)
+    probe = _exercise(environ) if EXERCISE_KEY in environ else None
     if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
-        decision = decide(tool, call, state.ext.authorizer_func)
+        decision = decide(tool, call, plan.authorizer or state.ext.authorizer_func)
         if not decision.allowed:
             return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-        if tool.options.business_approval:
+        if plan.approval:
             unapproved = check_business_approval(state, tool, call)
             if unapproved is not None:
                 return _refuse(state, tool, verified, unapproved, call)
-    if probe is None or probe.mode == "subject":
+    if state.config.reject_replays and (probe is None or probe.mode == "subject"):
         replayed = state.idempotency.check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
@@ -400,33 +443,63 @@ def run_gate(
         refused = hook(call)
         if refused is not None:  # the integration cannot serve this call (it says why)
             return _refuse(state, tool, verified, refused, call)
-    call.admit()
+    object.__setattr__(call, "authorized", True)  # ToolCall.admit(), without a call per call
     environ[GATE_KEY] = tool
     if probe is not None:
-        probe.gate = "admitted"
-        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
-            return _exercise_answer(probe, "admitted")
-        if probe.mode == "stack":
-            if stack == "view":
-                probe.reached_view = True
-            elif stack == "unguarded":
-                probe.unguarded = True
-            else:
-                try:
-                    return current_app.make_response(call_view())
-                except ExerciseStop:
-                    pass
-            return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
+        answered = _exercise_admitted(probe, stack, call_view)
+        if answered is not None:
+            return answered
+    return _run(state, tool, plan, call, call_view, environ, started)
 
-    def execute() -> Response:
-        # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
-        return finish(state, tool, call_view)
 
-    guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
+def _unsigned(state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+              req: Any) -> Response:
+    """An unsigned request to an ``allow_unsigned`` tool: a human's, on a shared route."""
+    if tool.options.validate_unsigned:
+        # the human's request gets the same validation as the hub's
+        try:
+            validated = validate_arguments(tool, req, dict(kwargs), human=True)
+        except ArgumentError as exc:
+            return state.error_response(_argument_refusal(exc))
+        req.environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
+    req.environ[GATE_KEY] = tool
+    return state.app.make_response(call_view())
+
+
+def _exercise_admitted(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response | None:
+    """What an admitted exercise request does instead of the call (``None``: the call runs)."""
+    probe.gate = "admitted"
+    if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+        return _exercise_answer(probe, "admitted")
+    if probe.mode != "stack":
+        return None
+    if stack == "unguarded":
+        probe.unguarded = True
+    else:
+        try:
+            return current_app.make_response(call_view())
+        except ExerciseStop:
+            pass
+    return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
+
+
+def _run(state: BailingState, tool: Tool, plan: ToolPlan, call: ToolCall, call_view: Callable[[], Any],
+         environ: dict[str, Any], started: float) -> Response:
+    """The admitted call: the view (de-duplicated when the tool's plan says so), then the audit."""
+    guarded = plan.guarded and guard_answer(state, tool)  # an exception's error page is declared too
     try:
-        response = state.run_side_effect(tool, call, execute)
+        if plan.repeats:
+            def execute() -> Response:
+                # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+                return finish(state, tool, call_view)
+
+            response = state.run_side_effect(tool, call, execute)
+        elif plan.shaped:
+            response = finish(state, tool, call_view)
+        else:
+            response = state.app.make_response(call_view())
     except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
-        return _refuse(state, tool, verified, refused.info, call)
+        return _refuse(state, tool, call.verified, refused.info, call)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
         _failed(state, tool, call, exc, started)
         raise
@@ -462,9 +535,9 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                replayed=response.headers.get(REPLAY_HEADER) == "true",
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
-    length = response.content_length  # set for every non-streamed body: no copy needed to check
-    if (limit and 200 <= response.status_code < 300 and not response.is_streamed
-            and (length is None or length > limit)):
+    length = response.content_length if limit else 0  # set for every non-streamed body: no copy needed
+    if (limit and (length is None or length > limit) and 200 <= response.status_code < 300
+            and not response.is_streamed):
         data = response.get_data()
         if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
             units = len(data.decode("utf-8", "replace").encode("utf-16-le")) // 2
