@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from types import GeneratorType
 from typing import Any
 
 from flask import current_app, has_app_context
@@ -85,6 +86,7 @@ def call_sync(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = current_app.ensure_sync(func)(*args, **kwargs)
     else:
         result = func(*args, **kwargs)
-    if result.__class__ in _PLAIN_RESULTS:
-        return result
+    if result.__class__ in _PLAIN_RESULTS or not (
+            hasattr(result, "__await__") or isinstance(result, GeneratorType)):
+        return result  # a user object, a verdict: nothing to await (no inspect call per call)
     return _settle(result)

@@ -151,10 +151,11 @@ def get_current_call() -> ToolCall | None:
     """The current verified call, or ``None`` when the request is not signed by the hub."""
     if not has_request_context():
         raise RuntimeError("bailing_flask: current_call needs an active request")
-    call = request.environ.get(TOOL_CALL_KEY)
+    environ = request.environ
+    call: ToolCall | None = environ.get(TOOL_CALL_KEY)
     if call is not None:
-        return cast(ToolCall, call)
-    verified = request.environ.get(ENVIRON_KEY)
+        return call
+    verified = environ.get(ENVIRON_KEY)
     if verified is None:
         return None
     return ToolCall(verified=verified)

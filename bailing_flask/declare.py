@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast, get_origin, overload
 
+from flask import current_app, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
 
@@ -496,6 +497,14 @@ def effective_repeats(options: ToolOptions, readonly: bool, where: str) -> str |
     return options.repeats or "replay"
 
 
+#: Set in the environ by the gate when it admitted the call (the compiled tool): the
+#: ``@tool`` wrapper runs its view only behind it.
+ADMITTED_KEY = "bailing.gate"
+#: The probe of an in-process ``flask bailing check --exercise`` request.
+#: Only code in the same process can put it there: no client can set an environ key.
+EXERCISE_KEY = "bailing.exercise"
+
+
 def get_declaration(view: Any) -> Declaration | None:
     """The declaration carried by a view function or method, if any."""
     return getattr(view, _DECLARATION_ATTR, None)
@@ -522,6 +531,10 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
 
     @functools.wraps(view)
     def tool_view(*args: Any, **kwargs: Any) -> Any:
+        environ = request.environ
+        if ADMITTED_KEY in environ and EXERCISE_KEY not in environ:  # the gate admitted this call
+            return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
+        # reached without the gate (or watched by the exercise): never runs ungated
         return current_state().run_declared_view(declaration, view, args, kwargs, is_async)
 
     setattr(tool_view, _DECLARATION_ATTR, declaration)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -22,13 +23,14 @@ from bailing_flask._state import EXTENSION_KEY, BailingState, Callbacks, state_o
 from bailing_flask._sync import check_async_support
 from bailing_flask._pipeline.catalog import catalog_of
 from bailing_flask.errors import ConfigurationError
-from bailing_flask._pipeline.gate import ensure_gate, explain_unrouted, install_gates, run_declared_view
+from bailing_flask._pipeline.gate import (
+    explain_routing_errors, gate_view_functions, install_gates, run_declared_view,
+)
 from bailing_flask._pipeline.idempotency import Idempotency
 from bailing_flask.integrations import (
     FlaskHTTPAuthBridge,
     FlaskLoginBridge,
     exempt_tool_calls_from_csrf,
-    forget_bridged_user,
 )
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask.approvals import approvals_of, hub_client_of
@@ -106,6 +108,47 @@ def _chat_widget(state: BailingState, entry: str, uid: str | None = None, **attr
     return chat_widget(state.config, entry, uid, **attrs)
 
 
+def first_request_compile(state: BailingState) -> None:
+    """One ``before_request`` function that compiles the tools, then takes itself out.
+
+    Ordinary routes of the app pay nothing per request afterwards: the gate
+    stands in the view function of every tool endpoint. While the tools do
+    not compile it stays, and a request to a tool endpoint fails closed.
+    """
+    app = state.app
+    lock = threading.Lock()
+    done: list[bool] = []
+
+    def _bailing_compile() -> Response | None:
+        with lock:
+            if done:
+                return None
+            try:
+                if state.config.csrf_exempt:
+                    # CSRFProtect initialised after Bailing: its check runs after this hook
+                    exempt_tool_calls_from_csrf(app)
+                catalog_of(state)  # compile early so declaration problems are logged at start-up
+                from bailing_flask.config_check import check_at_first_request
+
+                check_at_first_request(state)  # handlers and templates registered since init_app
+            except Exception:
+                state.warn_once("registry_failed", "bailing: the tools could not be compiled",
+                                level=logging.ERROR, exc_info=True)
+                view = app.view_functions.get(request.endpoint or "")
+                if get_declaration(view) is not None or get_wrapped_by(view) is not None:
+                    # without a registry no gate stands in front of this tool: fail closed
+                    return state.error_response(ErrorInfo.make("catalog_unavailable"))
+                return None
+            done.append(True)
+            for key, functions in list(app.before_request_funcs.items()):
+                if _bailing_compile in functions:
+                    # a new list: Flask may be iterating over the old one right now
+                    app.before_request_funcs[key] = [f for f in functions if f is not _bailing_compile]
+        return None
+
+    app.before_request(_bailing_compile)
+
+
 class Bailing(Callbacks):
     """The BailingHub integration for a Flask app.
 
@@ -128,7 +171,7 @@ class Bailing(Callbacks):
             raise ConfigurationError("Bailing was already initialised for this app")
         # the one reading of app.config: everything below reads the frozen object
         config = load_config(app.config, self._options)
-        from bailing_flask.config_check import check_at_init, check_at_first_request, log_at_init
+        from bailing_flask.config_check import check_at_init, log_at_init
 
         problems = check_at_init(config)  # raises for a configuration that cannot work
         audit_sink = configured_sink(config.audit_sink)
@@ -170,7 +213,6 @@ class Bailing(Callbacks):
         state.blueprints = (make_blueprint(state), make_callbacks_blueprint(state))
         for blueprint in state.blueprints:
             app.register_blueprint(blueprint)
-        app.teardown_request(forget_bridged_user)
         if config.csrf_exempt:
             exempt_tool_calls_from_csrf(app)  # CSRFProtect initialised before Bailing
         app.jinja_env.globals["bailing_chat_widget"] = functools.partial(_chat_widget, state)
@@ -186,45 +228,9 @@ class Bailing(Callbacks):
                 config.catalog_path,
             )
 
-        from bailing_flask.audit import finish_failed
-
-        @app.after_request
-        def _bailing_audit_raised(response: Response) -> Response:
-            # a tool view raised: its audit record gets the status the app answered
-            finish_failed(request.environ, response.status_code)
-            return response
-
-        @app.teardown_request
-        def _bailing_audit_unanswered(exc: BaseException | None = None) -> None:
-            finish_failed(request.environ, None)
-
-        compiled: list[bool] = []
-
-        @app.before_request
-        def _bailing_gates() -> Response | None:
-            # the registry puts the gate in front of every tool endpoint before
-            # Flask dispatches; once final this is a flag check
-            try:
-                if compiled:
-                    registry_of(state)
-                    ensure_gate(state, request.endpoint)
-                else:
-                    compiled.append(True)
-                    if config.csrf_exempt:
-                        # CSRFProtect initialised after Bailing: its check runs after this hook
-                        exempt_tool_calls_from_csrf(app)
-                    catalog_of(state)  # compile early so declaration problems are logged at start-up
-                    check_at_first_request(state)  # handlers and templates registered since init_app
-            except Exception:
-                state.warn_once("registry_failed", "bailing: the tools could not be compiled",
-                                level=logging.ERROR, exc_info=True)
-                view = app.view_functions.get(request.endpoint or "")
-                if get_declaration(view) is not None or get_wrapped_by(view) is not None:
-                    # without a registry no gate stands in front of this tool: fail closed
-                    return state.error_response(ErrorInfo.make("catalog_unavailable"))
-            if request.routing_exception is not None:  # a signed call no route serves: JSON, not HTML
-                explain_unrouted(state)
-            return None
+        gate_view_functions(state)  # a view put on a tool endpoint later is gated at once
+        explain_routing_errors(state)  # a signed call no route serves: JSON, not HTML
+        first_request_compile(state)
 
     # -- integrations -----------------------------------------------------------------
 

@@ -42,12 +42,12 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, current_app, g, has_request_context, request
+from flask import Flask, Response, current_app, g, has_app_context, has_request_context, request
 
 from bailing_flask._state import EXTENSION_KEY
 from bailing_flask.context import TOOL_CALL_KEY, ToolCall
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.wire.middleware import ENVIRON_KEY, VerifiedCall
+from bailing_flask.wire.middleware import AFTER_CALL_KEY, ENVIRON_KEY, VerifiedCall
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import idempotency_of
 
@@ -476,15 +476,22 @@ class FlaskLoginBridge:
 
 
 def _bridged(name: str) -> None:
-    """Note that ``g.<name>`` belongs to this request only (see :func:`forget_bridged_user`)."""
-    request.environ.setdefault(BRIDGED_KEY, set()).add(name)
+    """Note that ``g.<name>`` belongs to this call only (see :func:`forget_bridged_user`)."""
+    environ = request.environ
+    names = environ.get(BRIDGED_KEY)
+    if names is None:
+        names = environ[BRIDGED_KEY] = set()
+        # only a bridged call pays for the clean-up: the middleware runs it when the app is done
+        environ.setdefault(AFTER_CALL_KEY, []).append(functools.partial(forget_bridged_user, environ))
+    names.add(name)
 
 
-def forget_bridged_user(exc: BaseException | None = None) -> None:
-    """``teardown_request``: the bridged user never outlives its request (shared app contexts)."""
-    names = request.environ.get(BRIDGED_KEY) if has_request_context() else None
-    for name in names or ():
-        g.pop(name, None)
+def forget_bridged_user(environ: dict[str, Any]) -> None:
+    """The bridged user never outlives its call (shared app contexts keep ``g``)."""
+    names = environ.get(BRIDGED_KEY)
+    if names and has_app_context():
+        for name in names:
+            g.pop(name, None)
     if names and "flask_httpauth_user" in names:
         _ADMITTED.set(None)
 

@@ -146,8 +146,9 @@ _TABLE: tuple[Reason, ...] = (
        )),
     _r("tool_not_registered", 500, "tool_not_registered",
        (
-           "This tool cannot be served: a decorator between its route and @tool hides the "
-           "declaration (use functools.wraps in that decorator)."
+           "This tool cannot be served: it was reached without the gate of its own route (another "
+           "view or an error handler calls its function, or a decorator between its route and @tool "
+           "hides the declaration: use functools.wraps in that decorator)."
        )),
     _r("invalid_response", 500, "invalid_response",
        (

@@ -24,12 +24,13 @@ from typing import Any
 
 from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 
 from bailing_flask._pipeline.registry import Tool
 from bailing_flask._state import current_state
 from bailing_flask.wire.middleware import AS_VERIFIED_KEY
 
-__all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments"]
+__all__ = ["ArgumentError", "ValidatedArguments", "validate_arguments", "validate_call"]
 
 _EXPECTED = {
     "int": "integer",
@@ -202,18 +203,28 @@ def _form_data(request: Request) -> dict[str, Any]:
     return data
 
 
-def _raw_body(request: Request) -> bytes:
+def _raw_body(request: Request, environ: dict[str, Any]) -> bytes:
     """The body bytes, without a copy through Werkzeug when the verifier holds them in memory.
 
     The stream handed to the app is left where it is, so the view can still
     read it (``request.get_json()``, ``request.stream``).
     """
-    environ = request.environ
     stream = environ.get("wsgi.input")
     seen = environ.get(AS_VERIFIED_KEY)
     if seen is not None and stream is seen.stream and stream.__class__ is io.BytesIO:
         return stream.getvalue()
     return request.get_data(cache=True)
+
+
+def _lenient_json(raw: bytes) -> Any:
+    """``json.loads`` of a body the strict parser refused (a BOM, UTF-16, a lone surrogate, deep nesting)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+        raise ArgumentError("invalid_body", [
+            {"parameter": "(body)", "location": "body", "problem": "json_invalid",
+             "message": "The body is not valid JSON."}
+        ]) from None
 
 
 def _validate_body(
@@ -223,16 +234,13 @@ def _validate_body(
         return None, {}
     if human and request.mimetype in _FORM_TYPES:
         data: Any = _form_data(request)
-    elif (raw := _raw_body(request)).strip() == b"":
+    elif (raw := _raw_body(request, request.environ)).strip() == b"":
         data = {}
     else:
         try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
-            raise ArgumentError("invalid_body", [
-                {"parameter": "(body)", "location": "body", "problem": "json_invalid",
-                 "message": "The body is not valid JSON."}
-            ]) from None
+            data = from_json(raw)  # strict JSON in one C call (what the hub sends)
+        except ValueError:
+            data = _lenient_json(raw)  # what it refuses, json.loads decides on, as it always did
     if not isinstance(data, dict):
         raise ArgumentError("invalid_body", [
             {"parameter": "(body)", "location": "body", "problem": "not_an_object",
@@ -293,11 +301,28 @@ def validate_arguments(
     ``human=True`` validates an unsigned request to a shared route, which may
     also send its body as an HTML form.
     """
+    args, query, body = validate_call(tool, request, view_args, human)
+    return ValidatedArguments(dict(args), query, body)
+
+
+def validate_call(
+    tool: Tool, request: Request, view_args: dict[str, Any], human: bool = False
+) -> tuple[MappingProxyType[str, Any], BaseModel | None, BaseModel | None]:
+    """:func:`validate_arguments` for the gate: ``(args, query model, body model)``.
+
+    The steps a tool does not use are skipped (no query model and no query
+    string: nothing to parse; a GET: no body).
+    """
     if view_args:
         _check_path_bounds(tool, view_args)
-    query, query_args = _validate_query(tool, request)
-    body, body_args = _validate_body(tool, request, human)
+    if tool.query_model is None and not request.environ.get("QUERY_STRING"):
+        query, query_args = None, None
+    else:
+        query, query_args = _validate_query(tool, request)
+    body, body_args = (None, None) if tool.method == "GET" else _validate_body(tool, request, human)
     args: dict[str, Any] = dict(view_args)
-    args.update(query_args)
-    args.update(body_args)  # like the hub: a body property overrides same-named parameters
-    return ValidatedArguments(args, query, body)
+    if query_args:
+        args.update(query_args)
+    if body_args:
+        args.update(body_args)  # like the hub: a body property overrides same-named parameters
+    return MappingProxyType(args), query, body

@@ -21,7 +21,7 @@ from bailing_flask.wire.middleware import VerifiedCall
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.registry import Registry, Tool
 
-__all__ = ["Decision", "load_user", "decide", "probe_authorized", "tool_info"]
+__all__ = ["Decision", "load_user", "loader_failed", "decide", "probe_authorized", "tool_info"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -37,6 +37,10 @@ class Decision:
     def __init__(self, allowed: bool, reason: str | None = None) -> None:
         self.allowed = allowed
         self.reason = reason
+
+
+#: The one allowing decision (a decision is never changed once made).
+_ALLOWED = Decision(True)
 
 
 def tool_info(tool: Tool) -> ToolInfo:
@@ -58,9 +62,14 @@ def load_user(loader: SubjectLoader | None, subject: str | None) -> Any:
     try:
         return call_sync(loader, subject)
     except Exception as exc:
-        logger.error("bailing: subject loader raised %s for subject %r; denying", type(exc).__name__,
-                     subject, exc_info=True)
+        loader_failed(exc, subject)
         raise SubjectLoadError() from exc
+
+
+def loader_failed(exc: Exception, subject: str) -> None:
+    """Log a subject loader that raised (the call is then denied)."""
+    logger.error("bailing: subject loader raised %s for subject %r; denying", type(exc).__name__,
+                 subject, exc_info=exc)
 
 
 def decide(tool: Tool, call: ToolCall, app_authorizer: Authorizer | None) -> Decision:
@@ -71,7 +80,7 @@ def decide(tool: Tool, call: ToolCall, app_authorizer: Authorizer | None) -> Dec
     """
     if tool.subject_required and not call.subject:
         return Decision(False, "subject_required")
-    authorizer = tool.authorizer or app_authorizer
+    authorizer = tool.options.authorizer or app_authorizer
     if authorizer is None:
         logger.error("bailing: tool %r has no authorizer; refusing (register @bailing.authorizer)",
                      tool.name)
@@ -83,7 +92,7 @@ def decide(tool: Tool, call: ToolCall, app_authorizer: Authorizer | None) -> Dec
                      type(exc).__name__, tool.name, call.subject, exc_info=not tool.sensitive)
         return Decision(False, "forbidden")
     if verdict is True:
-        return Decision(True)
+        return _ALLOWED
     if verdict not in (False, None):
         logger.warning("bailing: authorizer for tool %r returned %s, not True; denying",
                        tool.name, type(verdict).__name__)

@@ -24,25 +24,26 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote_to_bytes
 
-from flask import Response, current_app, request
+from flask import Response, after_this_request, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import bailing_flask.audit as audit
 from bailing_flask.approvals import _ApprovalRefused, check_business_approval
-from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments
+from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments, validate_call
 from bailing_flask._pipeline.foreign import webargs_finish
-from bailing_flask._pipeline.authz import SubjectLoadError, decide, load_user, tool_info
+from bailing_flask._pipeline.authz import decide, loader_failed, tool_info
+from bailing_flask._sync import call_sync
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.unsigned import warn_refused_credentials
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
-from bailing_flask.declare import get_declaration
-from bailing_flask.wire.middleware import AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
+from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, get_declaration
+from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import idempotency_of
 
@@ -51,15 +52,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.registry import Registry, Tool
     from bailing_flask.declare import Declaration
 
-__all__ = ["install_gates", "explain_unrouted", "run_declared_view", "GATE_KEY"]
+__all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY",
+           "EXERCISE_KEY", "ExerciseProbe", "ToolPlan"]
 
 logger = logging.getLogger("bailing_flask")
 
-#: Set in the environ once the gate admitted a call (the :class:`Tool`).
-GATE_KEY = "bailing.gate"
-#: The :class:`ExerciseProbe` of an in-process ``flask bailing check --exercise`` request.
-#: Only code in the same process can put it there: no client can set an environ key.
-EXERCISE_KEY = "bailing.exercise"
+#: Set in the environ once the gate admitted a call (the :class:`Tool`): the one decision
+#: of the request, which the ``@tool`` wrapper (and a gate the app wrapped) only check.
+GATE_KEY = ADMITTED_KEY
 _MAX_NAMES = 20
 
 
@@ -108,20 +108,6 @@ def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
     return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
 
 
-def _stop_at_view(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response:
-    """Run the view's own stack up to the declared view, which never runs (the exercise)."""
-    if stack == "view":
-        probe.reached_view = True
-    elif stack == "unguarded":
-        probe.unguarded = True
-    else:
-        try:
-            return current_app.make_response(call_view())
-        except ExerciseStop:
-            pass
-    return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
-
-
 def _names(errors: list[dict[str, Any]]) -> list[str]:
     return [str(e.get("parameter", ""))[:100] for e in errors[:_MAX_NAMES]]
 
@@ -140,21 +126,61 @@ def install_gates(state: BailingState, registry: Registry) -> None:
     with ``functools.wraps`` copies every attribute, so no mark on the
     function could tell a gate from something wrapped around it): whatever
     stands in ``view_functions`` that is not our gate gets a gate in front.
+    Each gate holds the compiled plans of its endpoint's tools, so every
+    compile puts new gates in front (around the same views).
     """
     view_functions = state.app.view_functions
     for endpoint in {endpoint for endpoint, _ in registry.by_endpoint}:
         view = view_functions.get(endpoint)
-        if view is not None and view is not state.gates.get(endpoint):
-            gate = _gated(state, endpoint, view)
-            view_functions[endpoint] = gate
-            state.gates[endpoint] = gate
+        if view is not None:
+            if view is state.gates.get(endpoint):
+                view = cast(Any, view).__wrapped__  # our own gate (by identity): the view behind it
+            _put_gate(state, view_functions, endpoint, view, registry)
 
 
-def ensure_gate(state: BailingState, endpoint: str | None) -> None:
-    """Before dispatch: if the app replaced a tool endpoint's view since, gate it again."""
-    gate = state.gates.get(endpoint) if endpoint is not None else None
-    if gate is not None and state.app.view_functions.get(endpoint) is not gate:  # type: ignore[arg-type]
-        install_gates(state, registry_of(state))
+def _put_gate(state: BailingState, view_functions: dict[str, Any], endpoint: str,
+              view: Callable[..., Any], registry: Registry) -> None:
+    gate = _gated(state, endpoint, view, registry)
+    state.gates[endpoint] = gate
+    dict.__setitem__(view_functions, endpoint, gate)  # not through GatedViews.__setitem__
+
+
+class GatedViews(dict[str, Any]):
+    """``app.view_functions`` of a Bailing app: a view put on a gated endpoint is gated at once.
+
+    Flask dispatches with a plain dictionary lookup (no per-request check);
+    only writing an entry costs more: an app (or a test) that replaces a tool
+    endpoint's view after the gates were installed gets the gate in front of
+    the new view right there.
+    """
+
+    def __init__(self, state: BailingState, views: dict[str, Any]) -> None:
+        super().__init__(views)
+        self._state = state
+
+    def __setitem__(self, endpoint: str, view: Any) -> None:
+        super().__setitem__(endpoint, view)
+        state = self._state
+        if endpoint in state.gates and view is not state.gates[endpoint]:
+            registry = registry_of(state)  # a rebuild (new routes) gates every endpoint itself
+            if self.get(endpoint) is not state.gates.get(endpoint):
+                _put_gate(state, self, endpoint, view, registry)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for endpoint, view in dict(*args, **kwargs).items():
+            self[endpoint] = view
+
+    def setdefault(self, endpoint: str, view: Any = None) -> Any:
+        if endpoint not in self:
+            self[endpoint] = view
+        return self[endpoint]
+
+
+def gate_view_functions(state: BailingState) -> None:
+    """At ``init_app``: make later writes to ``app.view_functions`` keep the gates in place."""
+    app = state.app
+    if not isinstance(app.view_functions, GatedViews):
+        app.view_functions = GatedViews(state, app.view_functions)
 
 
 def explain_unrouted(state: BailingState) -> None:
@@ -169,10 +195,9 @@ def explain_unrouted(state: BailingState) -> None:
     the same way, signed or not. Every other request keeps the app's own
     error pages.
 
-    Called from the package's ``before_request`` function, it only replaces
-    the routing exception Flask raises when it dispatches, so the app's later
-    ``before_request`` functions still run first, and an app's own
-    ``errorhandler(404)`` still renders it.
+    Called when Flask raises the routing exception, as it dispatches (see
+    :func:`explain_routing_errors`): the app's ``before_request`` functions
+    all ran first, and an app's own ``errorhandler(404)`` still renders it.
     """
     exc = request.routing_exception
     verified: VerifiedCall | None = request.environ.get(ENVIRON_KEY)
@@ -198,21 +223,73 @@ def explain_unrouted(state: BailingState) -> None:
     request.routing_exception = replacement
 
 
-def _gated(state: BailingState, endpoint: str, view: Callable[..., Any]) -> Callable[..., Any]:
+def explain_routing_errors(state: BailingState) -> None:
+    """At ``init_app``: routing errors go through :func:`explain_unrouted`.
+
+    Flask calls ``app.raise_routing_exception`` only for a request that no
+    route matched, so a routed request pays nothing for it.
+    """
+    app = state.app
+    original = app.raise_routing_exception
+
+    def raise_routing_exception(request: Any) -> Any:
+        explain_unrouted(state)
+        return original(request)
+
+    app.raise_routing_exception = raise_routing_exception  # type: ignore[method-assign]
+
+
+class ToolPlan:
+    """One tool compiled for the gate: what its calls need, worked out once.
+
+    Built when the registry compiles, for each tool of an endpoint; a call
+    runs only the steps its plan says the tool uses (its own authorizer or
+    the app's, de-duplication or approval, the shaped answer's guard).
+    """
+
+    __slots__ = ("tool", "info", "authorizer", "repeats", "approval", "shaped", "guarded")
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        self.info = tool.info
+        #: the tool's own authorizer; ``None``: the app's, read per call (it may be set later)
+        self.authorizer = tool.options.authorizer
+        self.approval = bool(tool.options.business_approval)
+        #: whether the call goes through the idempotency run (de-duplicated, or an approval to spend)
+        self.repeats = tool.deduplicated or self.approval
+        shaper = tool.shaper
+        #: ``result=`` / ``response=`` shape the answer (else the view's value is the answer)
+        self.shaped = shaper is not None
+        self.guarded = shaper is not None and shaper.guards_errors
+
+
+def _plans_of(registry: Registry, endpoint: str) -> dict[str, ToolPlan]:
+    plans = {method: ToolPlan(tool) for (name, method), tool in registry.by_endpoint.items()
+             if name == endpoint}
+    if "GET" in plans and "HEAD" not in plans:  # HEAD is served by GET
+        plans["HEAD"] = plans["GET"]
+    return plans
+
+
+def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
+           registry: Registry) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
     # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
     declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
     stack = "declared" if declared else "unguarded"
+    plans = _plans_of(registry, endpoint)
+    passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
 
     def gated_view(**kwargs: Any) -> Any:
-        if request.environ.get(GATE_KEY) is not None:  # a gate further out admitted this call
+        req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down
+        if GATE_KEY in req.environ:  # a gate further out admitted this call (the app wrapped ours)
             return sync_view(**kwargs)
-        method = request.method
-        registry = registry_of(state)
-        tool = registry.lookup(endpoint, method)
-        if tool is not None:
-            return run_gate(state, tool, functools.partial(sync_view, **kwargs), kwargs, stack=stack)
-        if (endpoint, method) in registry.passthrough:  # explicitly not a tool (methods=)
+        method = req.method
+        plan = plans.get(method)
+        if plan is not None:
+            return run_gate(state, plan.tool, functools.partial(sync_view, **kwargs), kwargs,
+                            stack=stack, req=req, plan=plan)
+        if method in passthrough:  # explicitly not a tool (methods=)
             return sync_view(**kwargs)
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
         return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
@@ -225,38 +302,41 @@ def run_declared_view(
     declaration: Declaration, view: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     is_async: bool = False,
 ) -> Any:
-    """Called by every ``@tool`` wrapper instead of the view itself.
+    """What a ``@tool`` wrapper calls when the gate did not admit the call (or the exercise watches).
 
-    Normally the gate in front of the endpoint has already decided, and the
-    view just runs. Reached without it (the app replaced its view functions,
-    or called the tool's function from another endpoint), the gate runs
-    here for the tool itself, and a declaration the registry cannot see
-    fails closed: the view never runs ungated.
+    The only way into a tool's view is the gate in front of its endpoint,
+    installed when the registry compiles. Reached without it (a view that is
+    not the tool's route calls the tool's function, an error handler renders
+    it, a decorator hides the declaration), the call fails closed: the view
+    never runs ungated.
     """
     environ = request.environ
     probe = _exercise(environ)
-    if probe is not None and probe.mode in ("stack", "unsigned") and environ.get(GATE_KEY) is not None:
-        current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
-        probe.reached_view = True
-        raise ExerciseStop()
     if environ.get(GATE_KEY) is not None:
+        if probe is not None and probe.mode in ("stack", "unsigned"):
+            current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+            probe.reached_view = True
+            raise ExerciseStop()
         if probe is not None:
             probe.reached_view = True
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
-    call_view = functools.partial(current_app.ensure_sync(view), *args, **kwargs)
     state = _state()
     registry = registry_of(state)
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     method = request.method
-    tool = registry.lookup(endpoint, method)
-    if tool is None or tool.declaration is not declaration:
-        # called from another endpoint (an alias view, an error handler): gate it as itself
-        tool = registry.tool_of(declaration, method)
-    if tool is not None:
-        return run_gate(state, tool, call_view, kwargs, stack="view")
     methods = declaration.options.methods
     if registry.saw(declaration) and methods is not None and method not in methods:
-        return call_view()  # a method this declaration explicitly does not serve
+        # a method this declaration explicitly does not serve (the gate let it pass)
+        return current_app.ensure_sync(view)(*args, **kwargs)
+    if registry.tool_of(declaration, method) is not None:
+        state.warn_once(
+            ("ungated", declaration.qualname, endpoint),
+            "bailing: %s was reached without its gate, from endpoint %r (a view that is not the "
+            "tool's route calls its function, or an error handler renders it); refusing the call: "
+            "a tool runs only behind its own route",
+            declaration.qualname, endpoint, level=logging.ERROR,
+        )
+        return state.error_response(ErrorInfo.make("tool_not_registered"))
     state.warn_once(
         ("hidden", declaration.qualname),
         "bailing: %s is declared as a tool but its route %r does not show the declaration (a "
@@ -290,7 +370,9 @@ def altered_part(environ: dict[str, Any]) -> str | None:
         return "request"
     if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
         return "method"
-    if (_decoded_path(seen.raw_path) or "/") != (environ.get("PATH_INFO") or "/"):
+    raw_path = seen.raw_path
+    routed = raw_path if "%" not in raw_path else _decoded_path(raw_path)
+    if (routed or "/") != (environ.get("PATH_INFO") or "/"):
         return "path"
     if environ.get("QUERY_STRING", "") != seen.query:
         return "query"
@@ -301,32 +383,29 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 def run_gate(
     state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
-    stack: str = "declared",
+    stack: str = "declared", *, req: Any = None, plan: ToolPlan | None = None,
 ) -> Response:
     """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
 
     ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
-    (the view's stack, ending in the ``@tool`` wrapper), ``"unguarded"``
-    (a stack without it) or ``"view"`` (the declared view itself).
+    (the view's stack, ending in the ``@tool`` wrapper) or ``"unguarded"``
+    (a stack without it). ``req`` is the request object (looked up once by
+    the gate) and ``plan`` the tool's compiled plan.
     """
-    req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per access
+    if req is None:
+        req = request._get_current_object()  # type: ignore[attr-defined]
+    if plan is None:
+        plan = ToolPlan(tool)
     environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None and tool.options.allow_unsigned:
-        if tool.options.validate_unsigned:
-            # a shared route: the human's request gets the same validation as the hub's
-            try:
-                validated = validate_arguments(tool, req, dict(kwargs), human=True)
-            except ArgumentError as exc:
-                return state.error_response(_argument_refusal(exc))
-            environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
-        environ[GATE_KEY] = tool
-        return state.app.make_response(call_view())
-    unsigned = _exercise(environ) if verified is None else None
-    if unsigned is not None and unsigned.mode == "unsigned":  # the exercise: as if allow_unsigned=True
-        environ[GATE_KEY] = tool
-        unsigned.gate = "admitted"
-        return _stop_at_view(unsigned, stack, call_view)
+        return _unsigned(state, tool, call_view, kwargs, req)
+    if verified is None and EXERCISE_KEY in environ:
+        unsigned = _exercise(environ)
+        if unsigned is not None and unsigned.mode == "unsigned":  # the exercise: as if allow_unsigned=True
+            environ[GATE_KEY] = tool
+            unsigned.gate = "admitted"
+            return _stop_at_view(unsigned, stack, call_view)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
     if state.telemetry is not None:
         environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
@@ -340,34 +419,36 @@ def run_gate(
             "bailing: refused %s %s: its %s was changed after the signature was verified; a WSGI "
             "middleware between BailingMiddleware and the app rewrites requests (install "
             "Bailing(app) after it, so the verifier is innermost)",
-            request.method, request.path, altered, level=logging.ERROR,
+            req.method, req.path, altered, level=logging.ERROR,
         )
         return _refuse(state, tool, verified, ErrorInfo.make("request_altered", part=altered))
-    if tool.subject_required and not verified.subject:
+    subject = verified.subject
+    if tool.subject_required and not subject:
         return _refuse(state, tool, verified, ErrorInfo.make("subject_required"))
+    loader = state.callbacks.subject_loader_func
+    user = None
+    if loader is not None and subject:
+        try:
+            user = call_sync(loader, subject)  # an async loader is awaited
+        except Exception as exc:
+            loader_failed(exc, subject)
+            return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
     try:
-        user = load_user(state.callbacks.subject_loader_func, verified.subject)
-    except SubjectLoadError:
-        return _refuse(state, tool, verified, ErrorInfo.make("forbidden"))
-    try:
-        validated = validate_arguments(tool, req, dict(kwargs))
+        args, query, body = validate_call(tool, req, kwargs)
     except ArgumentError as exc:
         return _refuse(state, tool, verified, _argument_refusal(exc))
-    call = ToolCall(
-        verified=verified, tool=tool_info(tool), user=user, args=validated.args,
-        query=validated.query, body=validated.body,
-    )
+    call = ToolCall(verified=verified, tool=plan.info, user=user, args=args, query=query, body=body)
     environ[TOOL_CALL_KEY] = call
-    probe = _exercise(environ)
+    probe = _exercise(environ) if EXERCISE_KEY in environ else None
     if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
-        decision = decide(tool, call, state.callbacks.authorizer_func)
+        decision = decide(tool, call, plan.authorizer or state.callbacks.authorizer_func)
         if not decision.allowed:
             return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-        if tool.options.business_approval:
+        if plan.approval:
             unapproved = check_business_approval(state, tool, call)
             if unapproved is not None:
                 return _refuse(state, tool, verified, unapproved, call)
-    if probe is None or probe.mode == "subject":
+    if state.config.reject_replays and (probe is None or probe.mode == "subject"):
         replayed = idempotency_of(state).check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
@@ -375,26 +456,72 @@ def run_gate(
         refused = hook(call)
         if refused is not None:  # the integration cannot serve this call (it says why)
             return _refuse(state, tool, verified, refused, call)
-    call.admit()
+    object.__setattr__(call, "authorized", True)  # ToolCall.admit(), without a call per call
     environ[GATE_KEY] = tool
     if probe is not None:
-        probe.gate = "admitted"
-        if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
-            return _exercise_answer(probe, "admitted")
-        if probe.mode == "stack":
-            return _stop_at_view(probe, stack, call_view)
+        answered = _exercise_admitted(probe, stack, call_view)
+        if answered is not None:
+            return answered
+    return _run(state, tool, plan, call, call_view, environ, started)
 
-    def execute() -> Response:
-        # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
-        if tool.webargs:  # webargs' own 422 answers as the gate refuses arguments
-            return webargs_finish(state, tool, call_view, finish, ArgumentError, _argument_refusal)
-        return finish(state, tool, call_view)
 
-    guarded = guard_answer(state, tool)  # what an error page of an exception shows is declared too
+def _unsigned(state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
+              req: Any) -> Response:
+    """An unsigned request to an ``allow_unsigned`` tool: a human's, on a shared route."""
+    if tool.options.validate_unsigned:
+        # the human's request gets the same validation as the hub's
+        try:
+            validated = validate_arguments(tool, req, dict(kwargs), human=True)
+        except ArgumentError as exc:
+            return state.error_response(_argument_refusal(exc))
+        req.environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
+    req.environ[GATE_KEY] = tool
+    return state.app.make_response(call_view())
+
+
+def _exercise_admitted(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response | None:
+    """What an admitted exercise request does instead of the call (``None``: the call runs)."""
+    probe.gate = "admitted"
+    if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
+        return _exercise_answer(probe, "admitted")
+    if probe.mode != "stack":
+        return None
+    return _stop_at_view(probe, stack, call_view)
+
+
+def _stop_at_view(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response:
+    """Run the view's own stack up to the declared view, which never runs (the exercise)."""
+    if stack == "unguarded":
+        probe.unguarded = True
+    else:
+        try:
+            return current_app.make_response(call_view())
+        except ExerciseStop:
+            pass
+    return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
+
+
+def _run(state: BailingState, tool: Tool, plan: ToolPlan, call: ToolCall, call_view: Callable[[], Any],
+         environ: dict[str, Any], started: float) -> Response:
+    """The admitted call: the view (de-duplicated when the tool's plan says so), then the audit."""
+    guarded = plan.guarded and guard_answer(state, tool)  # an exception's error page is declared too
     try:
-        response = idempotency_of(state).run(tool, call, execute)
+        if plan.repeats:
+            def execute() -> Response:
+                # inside the de-duplicated run, so a replay answers the projected bytes (never the full row)
+                if tool.webargs:  # webargs' own 422 answers as the gate refuses arguments
+                    return webargs_finish(state, tool, call_view, finish, ArgumentError, _argument_refusal)
+                return finish(state, tool, call_view)
+
+            response = idempotency_of(state).run(tool, call, execute)
+        elif tool.webargs:
+            response = webargs_finish(state, tool, call_view, finish, ArgumentError, _argument_refusal)
+        elif plan.shaped:
+            response = finish(state, tool, call_view)
+        else:
+            response = state.app.make_response(call_view())
     except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
-        return _refuse(state, tool, verified, refused.info, call)
+        return _refuse(state, tool, call.verified, refused.info, call)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
         _failed(state, tool, call, exc, started)
         raise
@@ -430,9 +557,9 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                replayed=response.headers.get(REPLAY_HEADER) == "true",
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
-    length = response.content_length  # set for every non-streamed body: no copy needed to check
-    if (limit and 200 <= response.status_code < 300 and not response.is_streamed
-            and (length is None or length > limit)):
+    length = response.content_length if limit else 0  # set for every non-streamed body: no copy needed
+    if (limit and (length is None or length > limit) and 200 <= response.status_code < 300
+            and not response.is_streamed):
         data = response.get_data()
         if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
             units = len(data.decode("utf-8", "replace").encode("utf-16-le")) // 2
@@ -451,10 +578,13 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
     """The view raised: one record with the exception's class (never its message).
 
     The record waits for the status Flask (or the app's error handler)
-    really answers; :func:`audit.finish_failed` writes it.
+    really answers; :func:`audit.finish_failed` writes it when the app is
+    done with the call (the middleware runs it, answered or not): no hook of
+    every request is needed for it.
     """
     duration_ms = (time.perf_counter() - started) * 1000
     status = audit.exception_status(exc)
+    environ = request.environ
     if audit.wanted(state):  # else not one field of the record is looked up
         values = state.config.audit_argument_values and not tool.sensitive
         error = audit.exception_name(exc)
@@ -463,9 +593,20 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
             final = status if answered is None else answered
             reason = "view_status" if final < 500 and status < 500 else "view_raised"
             _audit(state, tool, call.verified, final, reason, call, duration_ms=duration_ms,
-                   values=values, error=error)
+                   values=values, error=error, environ=environ)
 
-        request.environ[audit.FAILED_KEY] = record
+        environ[audit.FAILED_KEY] = record
+        answered: list[Response] = []
+
+        @after_this_request
+        def _answered(response: Response) -> Response:
+            answered.append(response)
+            return response
+
+        def _finish() -> None:  # after every after_request function: the status is final
+            audit.finish_failed(environ, answered[-1].status_code if answered else None)
+
+        environ.setdefault(AFTER_CALL_KEY, []).append(_finish)
     if tool_failed.receivers:
         tool_failed.send(current_app._get_current_object(), tool=tool_info(tool),  # type: ignore[attr-defined]
                          call=call, exception=exc, status=status, duration_ms=duration_ms)

@@ -761,7 +761,7 @@ def finish(state: BailingState, tool: Tool, call_view: Callable[[], Any]) -> Res
     """
     shaper: Shaper | None = tool.shaper
     if shaper is None:
-        return current_app.make_response(call_view())
+        return state.app.make_response(call_view())
     if not shaper.guards_errors:
         return shaper.respond(state, tool, call_view())
     try:

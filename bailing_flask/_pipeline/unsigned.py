@@ -21,7 +21,7 @@ from werkzeug.http import parse_cookie
 if TYPE_CHECKING:  # pragma: no cover
     from flask import Flask
 
-    from bailing_flask.extension import BailingState
+    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Tool
 
 __all__ = ["warn_refused_credentials", "credentials_kind"]

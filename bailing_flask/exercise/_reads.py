@@ -24,16 +24,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import Flask
 from werkzeug.datastructures import ImmutableMultiDict
 
 from bailing_flask._pipeline.gate import EXERCISE_KEY, GATE_KEY, ExerciseProbe
 from bailing_flask.lint import CompiledTool
-
-if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.exercise import _Exercise
 
 __all__ = ["Reads", "recording_reads", "reads_check"]
 
@@ -239,7 +236,15 @@ def _problems(tool: CompiledTool, seen: Reads) -> list[tuple[str, str]]:
     return problems
 
 
-def reads_check(ex: _Exercise, target: str, tool: CompiledTool, probe: ExerciseProbe) -> None:
+class _Recorder(Protocol):
+    """What the check needs of the running exercise (without importing it: it is above)."""
+
+    reads: dict[int, Reads]
+
+    def add(self, *args: Any, **kwargs: Any) -> None: ...
+
+
+def reads_check(ex: _Recorder, target: str, tool: CompiledTool, probe: ExerciseProbe) -> None:
     """After a ``subject`` request whose view ran: report what it read that the catalog lacks."""
     seen = ex.reads.pop(id(probe), None)
     if seen is None or not probe.reached_view:

@@ -19,17 +19,35 @@ app knows whether the route still has clients of its own. Declaring
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from flask import Flask
 
 from bailing_flask._pipeline.gate import ExerciseProbe
 from bailing_flask.exercise._stack import decorators_of
 from bailing_flask.lint import CompiledTool
-from bailing_flask.testing import HubResponse
-
-if TYPE_CHECKING:  # pragma: no cover
-    from bailing_flask.exercise import _Exercise
+from bailing_flask.testing import HubResponse, HubSimulator
 
 __all__ = ["unsigned_check", "unsigned_plan", "DUMMY_BEARER"]
+
+
+class _Runner(Protocol):
+    """What the check needs of the running exercise (without importing it: it is above)."""
+
+    app: Flask
+    hub: HubSimulator
+    job: str
+    targets: dict[int, tuple[str, str]]
+    stacks_ran: set[str]
+
+    def add(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def _culprit(self, probe: ExerciseProbe, response: HubResponse) -> tuple[str, str]: ...
+
+    def _send(self, method: str, target: str, headers: dict[str, str], body: bytes,
+              probe: ExerciseProbe) -> HubResponse: ...
+
+    def _tool(self, tool: CompiledTool) -> Any: ...
 
 #: what the second request carries: the shape of a client's token, never a real one
 DUMMY_BEARER = "Bearer bailing-exercise-not-a-real-token"
@@ -57,7 +75,7 @@ def _answer(response: HubResponse) -> str:
     return what + (f" {text[:80]!r}" if text else "")
 
 
-def _who(ex: _Exercise, probe: ExerciseProbe, response: HubResponse) -> str | None:
+def _who(ex: _Runner, probe: ExerciseProbe, response: HubResponse) -> str | None:
     """What of the app's own code answered the unsigned request (``None``: nothing of the app's)."""
     if probe.hook is not None:
         return ex._culprit(probe, response)[0]  # the before_request function, by name
@@ -72,7 +90,7 @@ def _who(ex: _Exercise, probe: ExerciseProbe, response: HubResponse) -> str | No
     return "the view's decorators" + (f" ({', '.join(decorators)})" if decorators else "")
 
 
-def _send(ex: _Exercise, tool: CompiledTool, args: dict[str, Any], authorization: str | None
+def _send(ex: _Runner, tool: CompiledTool, args: dict[str, Any], authorization: str | None
           ) -> tuple[ExerciseProbe, HubResponse]:
     call = ex.hub.build_call(tool.name, args, job_id=ex.job)
     headers = {name: value for name, value in call.headers.items() if name.lower() == "content-type"}
@@ -85,7 +103,7 @@ def _send(ex: _Exercise, tool: CompiledTool, args: dict[str, Any], authorization
     return probe, ex._send(call.method, call.path_with_query, headers, call.body, probe)
 
 
-def unsigned_check(ex: _Exercise, target: str, tool: CompiledTool, args: dict[str, Any]) -> None:
+def unsigned_check(ex: _Runner, target: str, tool: CompiledTool, args: dict[str, Any]) -> None:
     registered = ex._tool(tool)
     if registered is None:
         return

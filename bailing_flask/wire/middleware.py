@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ENVIRON_KEY",
     "AS_VERIFIED_KEY",
+    "AFTER_CALL_KEY",
     "AsVerified",
     "DEFAULT_CATALOG_PATH",
     "BailingMiddleware",
@@ -47,6 +48,9 @@ logger = logging.getLogger("bailing_flask")
 ENVIRON_KEY = "bailing.call"
 #: Where the request as it was when verified is stored (see :class:`AsVerified`).
 AS_VERIFIED_KEY = "bailing.as_verified"
+#: A list of functions a verified call registered to run once the app is done with it
+#: (answered or raised); the middleware runs them after the app returns.
+AFTER_CALL_KEY = "bailing.after_call"
 DEFAULT_CATALOG_PATH = "/.well-known/bailing/tools.json"
 MiB = 1024 * 1024
 
@@ -362,7 +366,15 @@ class BailingMiddleware:
         # the hub sends no cookies: one on a signed request was added by someone else, and
         # must not make the hub's call ride (or become) a browser session
         environ.pop("HTTP_COOKIE", None)
-        result = self.app(environ, start_response)
+        try:
+            result = self.app(environ, start_response)
+        finally:
+            # what the call set up for itself only (a pending audit record, a bridged user)
+            # ends here, whether the app answered or raised: ordinary requests register nothing
+            after = environ.pop(AFTER_CALL_KEY, None)
+            if after is not None:
+                for function in after:
+                    function()
         if spilled is not None:
             return _ClosingIterable(result, spilled.close)
         return result
