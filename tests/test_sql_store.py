@@ -320,8 +320,7 @@ def test_a_store_object_in_the_configuration_is_the_store_calls_use() -> None:
 
     store = MemoryStore()
     app = _app(store)
-    bailing_state = state_of(app)
-    assert idempotency_of(state).store() is store
+    assert idempotency_of(state_of(app)).store() is store
 
 
 @pytest.mark.parametrize("page", ["docs/cli.rst", "docs/concepts/idempotency.rst"])
