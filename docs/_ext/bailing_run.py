@@ -148,7 +148,7 @@ def _accounted_for(block: nodes.literal_block) -> bool:
 #: no page here is already clean, so a converted page cannot stay listed)
 PENDING = frozenset({
     "concepts/idempotency",
-    "concepts/minimal", "existing-app",
+    "existing-app",
 })
 
 
