@@ -36,6 +36,15 @@ UNCHECKED = {
     ("cli", "$ flask --app shop bailing store init"):
         "needs PostgreSQL, which the docs build has not; tests/test_sql_store.py runs it against a real "
         "one and checks the page shows what it printed",
+    ("concepts/idempotency", "$ flask --app shop bailing store init"):
+        "needs PostgreSQL, which the docs build has not; tests/test_sql_store.py runs it against a real "
+        "one and checks the page shows what it printed",
+    ("concepts/idempotency", "appendonly yes"):
+        "a Redis server's configuration; tests/test_redis_persistence.py runs real servers with and "
+        "without it and checks the warnings the page lists",
+    ("concepts/idempotency", "CREATE TABLE IF NOT EXISTS bailing_idempotency ("):
+        "the DDL with a comment per column; tests/test_docs_idempotency.py compares it with what "
+        "create_table_sql('postgresql') returns",
     ("concepts/base-url", "bailing doctor  base_url https://shop.example.com/api"):
         "needs the deployed app; tests/test_base_url.py runs the doctor against a real server mounted "
         "under /api and checks these lines",

@@ -147,7 +147,6 @@ def _accounted_for(block: nodes.literal_block) -> bool:
 #: a page leaves it when every block on it is accounted for (tests/test_docs_blocks.py checks that
 #: no page here is already clean, so a converted page cannot stay listed)
 PENDING = frozenset({
-    "concepts/idempotency",
     "existing-app",
 })
 
