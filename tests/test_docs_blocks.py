@@ -47,6 +47,9 @@ UNCHECKED = {
     ("concepts/idempotency", "CREATE TABLE IF NOT EXISTS bailing_idempotency ("):
         "the DDL with a comment per column; tests/test_docs_idempotency.py compares it with what "
         "create_table_sql('postgresql') returns",
+    ("existing-app", "$ flask bailing check --exercise --subject t1:alice"):
+        "the reader's command on their own app; the guide's app needs extensions the docs extra has "
+        "not, and tests/test_docs_existing_app.py runs this command on it and checks that it passes",
     ("concepts/base-url", "bailing doctor  base_url https://shop.example.com/api"):
         "needs the deployed app; tests/test_base_url.py runs the doctor against a real server mounted "
         "under /api and checks these lines",
