@@ -143,15 +143,6 @@ def _accounted_for(block: nodes.literal_block) -> bool:
     return block.get("language") == "pycon"
 
 
-#: pages whose code blocks are not all run yet: reported, not failed. This list only shrinks;
-#: a page leaves it when every block on it is accounted for (tests/test_docs_blocks.py checks that
-#: no page here is already clean, so a converted page cannot stay listed)
-PENDING = frozenset({
-    "concepts/idempotency",
-    "concepts/minimal", "existing-app",
-})
-
-
 def unaccounted(doctree: nodes.document) -> list[nodes.literal_block]:
     """The literal blocks of a page that nothing runs (see the module's docstring)."""
     return [block for block in doctree.findall(nodes.literal_block)
@@ -161,12 +152,8 @@ def unaccounted(doctree: nodes.document) -> list[nodes.literal_block]:
 
 def check_blocks(app: Sphinx, doctree: nodes.document) -> None:
     """Warn about every literal block that nothing runs (see the module's docstring)."""
-    docname = app.env.docname
     for block in unaccounted(doctree):
         first = block.astext().strip().splitlines()[:1]
-        if docname in PENDING:
-            logger.info("not run yet (%s): %s", docname, first[0][:60] if first else "empty")
-            continue
         logger.warning(
             "a code block that nothing runs (%s): include it from docs/examples/ and test it, "
             "generate it with bailing-run, or mark it ':class: unchecked'",
