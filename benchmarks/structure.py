@@ -29,7 +29,7 @@ _CONFIG_READ = re.compile(
 )
 
 
-def _cycles(graph: grimp.ImportGraph) -> list[set[str]]:
+def import_cycles(graph: grimp.ImportGraph) -> list[set[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     sys.setrecursionlimit(10000)
     for types in (False, True):
         graph = grimp.build_graph("bailing_flask", exclude_type_checking_imports=not types, cache_dir=None)
-        cycles = _cycles(graph)
+        cycles = import_cycles(graph)
         label = "with type-only imports   " if types else "without type-only imports"
         print(f"import cycles {label}: {len(cycles)} cycle(s), "
               f"{sum(len(c) for c in cycles)} module(s) in them")

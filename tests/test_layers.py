@@ -14,51 +14,21 @@ from pathlib import Path
 
 import grimp
 
+from benchmarks.structure import import_cycles
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cycles(graph: grimp.ImportGraph) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[set[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for imported in graph.find_modules_directly_imported_by(module):
-            if imported not in index:
-                visit(imported)
-                low[module] = min(low[module], low[imported])
-            elif imported in stack:
-                low[module] = min(low[module], index[imported])
-        if low[module] == index[module]:
-            component = set()
-            while True:
-                member = stack.pop()
-                component.add(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                found.append(component)
-
-    for module in sorted(graph.modules):
-        if module not in index:
-            visit(module)
-    return found
 
 
 def test_no_module_imports_one_above_it_at_run_time() -> None:
     graph = grimp.build_graph("bailing_flask", exclude_type_checking_imports=True, cache_dir=None)
     assert len(graph.modules) > 60
-    assert _cycles(graph) == []
+    assert import_cycles(graph) == []
 
 
 def test_no_import_cycle_even_counting_type_only_imports() -> None:
     graph = grimp.build_graph("bailing_flask", exclude_type_checking_imports=False, cache_dir=None)
     assert len(graph.modules) > 60
-    assert _cycles(graph) == []
+    assert import_cycles(graph) == []
 
 
 def test_no_module_below_the_extension_imports_it() -> None:
@@ -83,7 +53,7 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     graph.add_import(importer="pkg.a", imported="pkg.b")
     graph.add_import(importer="pkg.b", imported="pkg.c")
     graph.add_import(importer="pkg.c", imported="pkg.a")
-    assert _cycles(graph) == [{"pkg.a", "pkg.b", "pkg.c"}]
+    assert import_cycles(graph) == [{"pkg.a", "pkg.b", "pkg.c"}]
 
 
 def test_the_import_linter_contracts_are_kept() -> None:
