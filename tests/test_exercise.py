@@ -269,6 +269,8 @@ def test_a_cache_keyed_with_cache_key_runs_the_view_for_each_subject(key):
 @pytest.mark.parametrize("key, status", [("path", "warn"), ("memoize", "warn"), ("subject", "pass"),
                                          ("memoize-subject", "pass")])
 def test_without_a_second_subject_the_cache_key_is_read(key, status):
+    if key == "memoize-subject" and sys.version_info < (3, 11):
+        pytest.skip("Python 3.10 has no code qualnames: make_name=cache_key under memoize is not recognised")
     app, _ = exercise_apps.shared_cache(key)
     for subjects in ([], ["t1:alice"]):
         result = one(run_exercise(app, subject=subjects), "tool orders", "cache")
@@ -310,6 +312,8 @@ def test_with_the_transaction_adapter_nothing_the_app_writes_during_the_exercise
     assert any("every write was rolled back" in line for line in report.ran), report.ran
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 has no code qualnames: a decorator "
+                    "made by functools.wraps is named by its code's name only")
 def test_before_it_runs_the_exercise_says_which_app_code_runs_and_on_which_database(db_file):
     app = exercise_db_app.create_app("sqlalchemy")
     seen: list[tuple[str, list[str]]] = []

@@ -24,7 +24,11 @@ from typing import Any
 
 from flask import Request, current_app
 from pydantic import BaseModel, ValidationError
-from pydantic_core import from_json
+
+try:
+    from pydantic_core import from_json
+except ImportError:  # pragma: no cover - pydantic-core before 2.14 (pydantic 2.4): json.loads alone
+    from_json = None  # type: ignore[assignment]
 
 from bailing_flask._pipeline.registry import Tool
 from bailing_flask._state import current_state
@@ -238,6 +242,8 @@ def _validate_body(
         data = {}
     else:
         try:
+            if from_json is None:
+                raise ValueError("no pydantic_core.from_json")
             data = from_json(raw)  # strict JSON in one C call (what the hub sends)
         except ValueError:
             data = _lenient_json(raw)  # what it refuses, json.loads decides on, as it always did

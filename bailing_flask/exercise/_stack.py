@@ -34,7 +34,10 @@ def code_name(func: Any) -> str:
     if code is None:
         return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
     module = getattr(func, "__globals__", {}).get("__name__", "?")
-    return f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
+    qualname = getattr(code, "co_qualname", None)  # Python 3.11+
+    if qualname is None:  # 3.10: the function's own __qualname__, unless functools.wraps copied one
+        qualname = code.co_name if hasattr(func, "__wrapped__") else getattr(func, "__qualname__", code.co_name)
+    return f"{module}.{qualname}"
 
 
 def view_name(func: Any) -> str:
@@ -166,7 +169,7 @@ def _cache_layer(func: Any) -> CacheLayer | None:
         return None
     view = view_name(func)
     values = _closure(func)
-    if "memoize" in code_name(func):
+    if hasattr(func, "delete_memoized") or "memoize" in code_name(func):
         make_name = values.get("make_name")
         if make_name is None:
             return CacheLayer("memoize", view, False, "the function and its arguments")
