@@ -273,7 +273,9 @@ def cache_key(name: str | None = None) -> str:
     As ``key_prefix`` it is called with no argument and returns
     ``view/<path>`` (Flask-Caching's default) or
     ``bailing/<subject hash>/view/<path>``; with ``query_string=True``
-    Flask-Caching appends the hash of the query as usual. As ``make_name``
+    Flask-Caching 2.5+ appends the hash of the query as usual (earlier
+    versions never call ``key_prefix`` with ``query_string=True``: every
+    subject would share the entry, which ``check --exercise`` reports). As ``make_name``
     it gets the function's name and returns it, or
     ``bailing/<subject hash>/<name>``. A key of a hub call always starts with
     ``bailing/`` and a key of any other request never does, so no path a

@@ -25,6 +25,10 @@ __all__ = ["CacheLayer", "cache_layers", "code_name", "decorators_of", "view_nam
 
 _FIX = ("key it on the acting subject: @cache.cached(key_prefix=bailing_flask.cache_key) or "
         "@cache.memoize(make_name=bailing_flask.cache_key); browsers keep their entries")
+_FIX_QUERY = ("Flask-Caching 2.5 or later (Python 3.11+, Flask 3+) adds the query to key_prefix; "
+              "before it, query_string=True keys on the path and query alone and ignores key_prefix: "
+              "upgrade, or pass make_cache_key= a function of the app's that starts with "
+              "bailing_flask.cache_key() and adds the sorted query")
 
 
 def code_name(func: Any) -> str:
@@ -123,6 +127,8 @@ class CacheLayer:
     per_subject: bool | None
     #: what the key is made of, in words
     key: str
+    #: how to key it on the subject, where the usual fix does not apply
+    remedy: str = _FIX
 
     @property
     def decorator(self) -> str:
@@ -133,7 +139,7 @@ class CacheLayer:
 
     @property
     def fix(self) -> str:
-        return _FIX
+        return self.remedy
 
 
 def _closure(func: Any) -> dict[str, Any]:
@@ -162,6 +168,15 @@ def _find(func: Any, name: str, depth: int = 3) -> tuple[bool, Any]:
     return False, None
 
 
+def _query_key_ignores_prefix(make_key: Any) -> bool:
+    """``query_string=True`` on a Flask-Caching whose query key leaves ``key_prefix`` out (before 2.5)."""
+    found, query_string = _find(make_key, "query_string")
+    if not (found and query_string is True):
+        return False
+    found, keyer = _find(make_key, "_make_cache_key_query_string")
+    return found and "key_prefix" not in getattr(getattr(keyer, "__code__", None), "co_freevars", ("key_prefix",))
+
+
 def _cache_layer(func: Any) -> CacheLayer | None:
     if not _module(func).startswith("flask_caching"):
         return None
@@ -181,7 +196,11 @@ def _cache_layer(func: Any) -> CacheLayer | None:
         if custom is cache_key:
             return CacheLayer("cached", view, True, "bailing_flask.cache_key")
         return CacheLayer("cached", view, None, f"make_cache_key={code_name(custom)}")
-    found, prefix = _find(getattr(func, "make_cache_key", None), "key_prefix")
+    make_key = getattr(func, "make_cache_key", None)
+    found, prefix = _find(make_key, "key_prefix")
+    if found and callable(prefix) and _query_key_ignores_prefix(make_key):
+        return CacheLayer("cached", view, False, f"query_string=True: the path and query alone, not "
+                          f"key_prefix={code_name(prefix)}", _FIX_QUERY)
     if found and prefix is cache_key:
         return CacheLayer("cached", view, True, "bailing_flask.cache_key")
     if found and callable(prefix):
