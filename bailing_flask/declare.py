@@ -294,8 +294,9 @@ class ToolOptions(_Model):
     @classmethod
     def _input_model(cls, value: Any) -> Any:
         from bailing_flask._pipeline.foreign import is_marshmallow
+        from bailing_flask._pipeline.schema import subclass_of
 
-        if value is None or (isinstance(value, type) and issubclass(value, BaseModel)):
+        if value is None or subclass_of(value, BaseModel):
             return value
         if is_marshmallow(value) and not get_origin(value):
             return value

@@ -152,6 +152,8 @@ def test_the_guides_exercise_failure_is_real_output(monkeypatch):
 GUIDE_PLAN = GUIDE_OUTPUT.with_name("exercise-plan.txt")
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the page shows Python 3.11's names of the wrappers "
+                    "(code qualnames); 3.10 names a wrapper by its own name (flask_limiter._limits.__inner)")
 def test_the_exercise_plan_the_cli_page_shows_is_real_output():
     result = flask_cli(seeded(), "bailing", "check", "--exercise", "--subject", "t1:alice",
                        "--subject", "t1:bob")

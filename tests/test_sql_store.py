@@ -80,6 +80,19 @@ def test_store_from_url_builds_the_sql_store_without_connecting(url: str) -> Non
     store.close()
 
 
+@pytest.mark.parametrize(("url", "driver"), [
+    ("postgresql://app:hunter2@127.0.0.1:1/shop", "postgresql+psycopg"),
+    ("mysql://app:hunter2@127.0.0.1:1/shop", "mysql+pymysql"),
+    ("mariadb://app:hunter2@127.0.0.1:1/shop", "mariadb+pymysql"),
+])
+def test_a_url_without_a_driver_uses_the_one_the_extra_installs(url: str, driver: str) -> None:
+    """SQLAlchemy 2.0 would pick psycopg2 or mysqlclient, which ``bailing_flask[postgresql]`` and
+    ``[mysql]`` do not install: the error would tell the user to install what they have."""
+    store = store_from_url(url)
+    assert store.display == f"{driver}://127.0.0.1:1/shop"
+    store.close()
+
+
 @pytest.mark.parametrize("url", [
     "postgresql+nosuchdriver://app:hunter2@db/shop",
     "oracle://app:hunter2@db/shop",

@@ -29,7 +29,9 @@ def is_marshmallow(value: Any) -> bool:
         return False
     if get_origin(value) is list and len(get_args(value)) == 1:
         value = get_args(value)[0]
-    return isinstance(value, ma.Schema) or (isinstance(value, type) and issubclass(value, ma.Schema))
+    from bailing_flask._pipeline.schema import subclass_of
+
+    return isinstance(value, ma.Schema) or subclass_of(value, ma.Schema)
 
 
 def marshmallow_shape(declared: Any, counts: Any, budget: int) -> Any:

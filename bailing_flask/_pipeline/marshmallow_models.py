@@ -32,7 +32,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
-from bailing_flask._pipeline.schema import openapi_schema
+from bailing_flask._pipeline.schema import openapi_schema, subclass_of
 
 __all__ = ["MarshmallowModel", "MarshmallowShape", "adapt_schema", "webargs_finish"]
 
@@ -44,8 +44,9 @@ _REF = "#/components/schemas/"
 def _instance(schema: Any, where: str) -> ma.Schema:
     if isinstance(schema, ma.Schema):
         return schema
-    if isinstance(schema, type) and issubclass(schema, ma.Schema):
-        return schema()
+    if subclass_of(schema, ma.Schema):
+        made: ma.Schema = schema()
+        return made
     from bailing_flask.errors import ToolDeclarationError
 
     raise ToolDeclarationError(f"{where}: expected a marshmallow Schema, got {schema!r}")

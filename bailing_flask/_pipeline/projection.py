@@ -71,6 +71,7 @@ from bailing_flask._pipeline.answers import (
     status_code as _status_code,
 )
 from bailing_flask._pipeline.foreign import is_marshmallow, marshmallow_shape
+from bailing_flask._pipeline.schema import subclass_of
 from bailing_flask._sync import call_sync
 from bailing_flask.responses import MAX_ERROR_BODY, ErrorInfo
 
@@ -362,23 +363,9 @@ def _unwrap(annotation: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
         return annotation, metadata
 
 
-def _subclass(annotation: Any, classes: type | tuple[type, ...]) -> bool:
-    """``issubclass`` for anything an annotation can be.
-
-    On Python 3.10 ``isinstance(list[int], type)`` is true, and ``issubclass``
-    then raises on it.
-    """
-    if not isinstance(annotation, type) or isinstance(annotation, types.GenericAlias):
-        return False
-    try:
-        return issubclass(annotation, classes)
-    except TypeError:
-        return False
-
-
 def _is_secret(annotation: Any) -> bool:
     annotation, _ = _unwrap(annotation, [])
-    if _subclass(annotation, _SECRETS):
+    if subclass_of(annotation, _SECRETS):
         return True
     origin = get_origin(annotation)
     if _GenericSecret is not None and origin is _GenericSecret:
@@ -390,7 +377,7 @@ def _is_secret(annotation: Any) -> bool:
 
 def _node(annotation: Any, metadata: list[Any], stack: tuple[type[BaseModel], ...]) -> _Node | None:
     annotation, metadata = _unwrap(annotation, metadata)
-    if _subclass(annotation, BaseModel):
+    if subclass_of(annotation, BaseModel):
         return _model_node(annotation, stack)
     origin = get_origin(annotation)
     args = get_args(annotation)
@@ -479,10 +466,10 @@ def _exclusions(node: _Node | None) -> Any:
 
 
 def _unpack(shape: Any) -> tuple[type[BaseModel], bool]:
-    if _subclass(shape, BaseModel):
+    if subclass_of(shape, BaseModel):
         return shape, False
     args = get_args(shape)
-    if get_origin(shape) is list and len(args) == 1 and _subclass(args[0], BaseModel):
+    if get_origin(shape) is list and len(args) == 1 and subclass_of(args[0], BaseModel):
         return args[0], True
     raise ValueError(f"response= takes a pydantic model class or list[Model] (or a marshmallow Schema), not {shape!r}")
 

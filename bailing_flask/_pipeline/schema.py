@@ -10,6 +10,7 @@ keywords 3.0 lacks are translated.
 from __future__ import annotations
 
 import copy
+import types
 import weakref
 from typing import Any
 
@@ -19,7 +20,21 @@ from pydantic_core import core_schema
 
 from bailing_flask.errors import ToolDeclarationError
 
-__all__ = ["model_schema", "type_schema", "converter_schema", "openapi_schema"]
+__all__ = ["model_schema", "type_schema", "converter_schema", "openapi_schema", "subclass_of"]
+
+
+def subclass_of(value: Any, classes: type | tuple[type, ...]) -> bool:
+    """``issubclass`` for anything a declaration or an annotation can be.
+
+    On Python 3.10 ``isinstance(list[int], type)`` is true, and ``issubclass``
+    then raises on it; a parametrised generic is never a subclass here.
+    """
+    if not isinstance(value, type) or isinstance(value, types.GenericAlias):
+        return False
+    try:
+        return issubclass(value, classes)
+    except TypeError:
+        return False
 
 _DROP_KEYS = {"title", "$defs", "definitions"}
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -124,7 +139,7 @@ def model_schema(model: type[BaseModel], where: str) -> dict[str, Any]:
     The result is shared between the tools that use the model: treat it as
     read-only.
     """
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+    if not subclass_of(model, BaseModel):
         raise ToolDeclarationError(f"{where}: expected a pydantic model class, got {model!r}")
     cached = _MODEL_SCHEMAS.get(model)
     if cached is None:

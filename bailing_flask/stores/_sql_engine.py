@@ -25,6 +25,7 @@ never a user name or a password.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import threading
@@ -74,6 +75,11 @@ def dialect_of(name: str) -> Dialect:
     )
 
 
+#: the driver each extra installs (``bailing_flask[postgresql]``, ``[mysql]``), used for a URL
+#: that names none (SQLAlchemy 2.0 would pick psycopg2 or mysqlclient, which the extras do not install)
+_EXTRA_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+
+
 def engine_from_url(url: str) -> Any:
     """An engine of the store's own for ``url``, with timeouts unless the URL sets them."""
     sqlalchemy = _import_sqlalchemy()
@@ -86,6 +92,9 @@ def engine_from_url(url: str) -> Any:
         ) from None
     name = parsed.get_backend_name()
     dialect_of(name)
+    driver = _EXTRA_DRIVERS[name]
+    if "+" not in parsed.drivername and importlib.util.find_spec(driver) is not None:
+        parsed = parsed.set(drivername=f"{name}+{driver}")
     query = dict(parsed.query)
     connect_args: dict[str, Any] = {}
     if name == "postgresql":

@@ -8,7 +8,7 @@ shows and prints what the hub receives.
 import os
 from typing import Any
 
-from flask import Blueprint, Flask, abort, request
+from flask import Blueprint, Flask, abort
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, Field
 
@@ -102,9 +102,10 @@ class ConflictView(BaseModel):
 def profile_update() -> Any:
     """Rename the acting user."""
     row = backoffice.profile_of(current_call.subject)               # whose: the signed subject's
-    if request.json["version"] != row["version"]:
+    change = current_call.body_as(ProfileBody)
+    if change.version != row["version"]:
         return {**row, "error": "version_conflict", "current_version": row["version"]}, 409
-    row.update(name=request.json["name"], version=row["version"] + 1)
+    row.update(name=change.name, version=row["version"] + 1)
     return row
 # [end:conflict]
 
@@ -125,7 +126,7 @@ class RefundCreated(BaseModel):
 @tool(name="refund_request_create", scope="refund.write", body=RefundBody, response=RefundCreated)
 def refund_request_create() -> ResponseReturnValue:
     """Ask for a refund of an order."""
-    order_id = request.json["order_id"]
+    order_id = current_call.body_as(RefundBody).order_id
     if order_id in backoffice.REFUND_REQUESTS:
         abort(409, description=f"Order {order_id} already has an open refund request.")
     backoffice.REFUND_REQUESTS[order_id] = 12
