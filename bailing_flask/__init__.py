@@ -12,28 +12,46 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bailing_flask.context import (
-    Arguments,
-    ToolCall,
-    ToolInfo,
-    current_call,
-    current_subject,
-    get_arguments,
-    get_current_call,
-    get_current_subject,
-)
-from bailing_flask.errors import (
-    BailingError,
-    ConfigurationError,
-    NotVerifiedError,
-    ToolDeclarationError,
-)
 from bailing_flask._version import __version__
-from bailing_flask.extension import Bailing
-from bailing_flask.integrations import cache_key, is_hub_request, is_tool_call, rate_limit_key
-from bailing_flask.responses import ErrorInfo, tool_result
-from bailing_flask.declare import Param, tool, tool_defaults
 
+if TYPE_CHECKING:
+    from bailing_flask.context import (
+        Arguments,
+        ToolCall,
+        ToolInfo,
+        current_call,
+        current_subject,
+        get_arguments,
+        get_current_call,
+        get_current_subject,
+    )
+    from bailing_flask.declare import Param, tool, tool_defaults
+    from bailing_flask.errors import (
+        BailingError,
+        ConfigurationError,
+        NotVerifiedError,
+        ToolDeclarationError,
+    )
+    from bailing_flask.extension import Bailing
+    from bailing_flask.integrations import cache_key, is_hub_request, is_tool_call, rate_limit_key
+    from bailing_flask.responses import ErrorInfo, tool_result
+
+#: Where each exported name lives. The names are loaded on first use (PEP 562): a process that
+#: imports only a part of the package (``bailing_flask.wire`` in front of a WSGI app that is not
+#: Flask, the pytest plugin, the CLI's own modules) does not pay for the Flask extension, the
+#: declarations and their pydantic models.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("Arguments", "ToolCall", "ToolInfo", "current_call", "current_subject",
+                     "get_arguments", "get_current_call", "get_current_subject"),
+                    "bailing_flask.context"),
+    **dict.fromkeys(("Param", "tool", "tool_defaults"), "bailing_flask.declare"),
+    **dict.fromkeys(("BailingError", "ConfigurationError", "NotVerifiedError",
+                     "ToolDeclarationError"), "bailing_flask.errors"),
+    "Bailing": "bailing_flask.extension",
+    **dict.fromkeys(("cache_key", "is_hub_request", "is_tool_call", "rate_limit_key"),
+                    "bailing_flask.integrations"),
+    **dict.fromkeys(("ErrorInfo", "tool_result"), "bailing_flask.responses"),
+}
 
 __all__ = [
     "Bailing",
@@ -77,6 +95,13 @@ _MOVED: dict[str, str] = {
 
 if not TYPE_CHECKING:  # the type checker keeps refusing unknown names
     def __getattr__(name: str) -> object:
+        home = _EXPORTS.get(name)
+        if home is not None:
+            from importlib import import_module
+
+            value = getattr(import_module(home), name)
+            globals()[name] = value  # looked up here once: later uses are a plain global
+            return value
         moved = _MOVED.get(name)
         if moved is not None:
             # ImportError, not AttributeError: ``from bailing_flask import X`` would swallow the
@@ -84,3 +109,6 @@ if not TYPE_CHECKING:  # the type checker keeps refusing unknown names
             raise ImportError(f"bailing_flask.{name} is no longer exported here: {moved}",
                               name=name, path=__file__)
         raise AttributeError(f"module 'bailing_flask' has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

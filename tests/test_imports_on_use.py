@@ -91,3 +91,47 @@ def test_serving_a_tool_call_on_the_memory_store_never_loads_the_rest_of_the_pac
     assert loaded["init"] == []
     assert [name for name in loaded["call"] if name in NEVER] == []
     assert sorted(name for name in loaded["call"] if name in LINTER) == sorted(LINTER)
+
+
+#: what ``import bailing_flask`` alone must not load: the Flask side and pydantic's models are
+#: loaded by the first name an application takes from the package, not by the import
+NOT_ON_IMPORT = (
+    "flask",
+    "pydantic",
+    "bailing_flask.extension",
+    "bailing_flask.declare",
+    "bailing_flask.context",
+    "bailing_flask.settings",
+    "bailing_flask.approvals",
+    "bailing_flask.stores",
+    "bailing_flask._pipeline",
+    "bailing_flask.wire",
+)
+#: what the verifying middleware in front of a WSGI app that is not Flask must not load
+NOT_FOR_THE_WIRE = ("flask", "werkzeug", "pydantic", "bailing_flask.extension",
+                    "bailing_flask.declare", "bailing_flask.settings", "bailing_flask.stores",
+                    "bailing_flask._pipeline")
+
+
+def _modules_after(statement: str, names: tuple[str, ...]) -> list[str]:
+    code = f"import json, sys\n{statement}\nprint(json.dumps([n for n in {list(names)!r} if n in sys.modules]))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_importing_the_package_loads_neither_flask_nor_pydantic_nor_the_extension() -> None:
+    assert _modules_after("import bailing_flask", NOT_ON_IMPORT) == []
+
+
+def test_the_middleware_alone_loads_neither_flask_nor_pydantic() -> None:
+    statement = ("from bailing_flask.wire import BailingMiddleware\n"
+                 "BailingMiddleware(lambda environ, start_response: [], 's' * 40)")
+    assert _modules_after(statement, NOT_FOR_THE_WIRE) == []
+
+
+def test_the_first_name_taken_from_the_package_loads_what_it_needs() -> None:
+    assert _modules_after("from bailing_flask import Bailing", ("bailing_flask.extension", "flask")) \
+        == ["bailing_flask.extension", "flask"]

@@ -108,3 +108,11 @@ def test_the_moved_names_live_where_the_message_says():
     assert REPLAY_HEADER == "Idempotent-Replayed"
     assert callable(dedupe_key)
     assert importlib.import_module("bailing_flask.wire").Verifier.__name__ == "Verifier"
+
+
+def test_each_exported_name_is_the_object_of_the_module_that_owns_it():
+    # the names load on first use: what comes out must be the owner's object, not a copy
+    for name, home in bailing_flask._EXPORTS.items():
+        assert getattr(bailing_flask, name) is getattr(importlib.import_module(home), name), name
+    assert set(bailing_flask._EXPORTS) == set(bailing_flask.__all__)
+    assert set(bailing_flask.__all__) <= set(dir(bailing_flask))

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from bailing_flask.errors import SignatureError
 
-__all__ = ["ReadBody", "read_body"]
+__all__ = ["BodyParts", "ReadBody", "read_body", "read_body_parts"]
 
 _CHUNK = 64 * 1024
 #: read size once a body is spooled to a file (fewer, larger writes)
@@ -38,6 +38,10 @@ class ReadBody:
         self.spilled = spilled
 
 
+#: whether a stream class is a raw stream (:func:`_read`), by class
+_RAW_STREAM: dict[type, bool] = {}
+
+
 def _read(source: IO[bytes], size: int) -> bytes | bytearray:
     """``source.read(size)``, never more than ``size`` bytes, never bytes nobody sent.
 
@@ -49,7 +53,10 @@ def _read(source: IO[bytes], size: int) -> bytes | bytearray:
     raw stream reads into a fixed-size view here, which refuses to shrink
     (the stream raises, and the body is malformed), and the count is checked.
     """
-    if not isinstance(source, io.RawIOBase):
+    raw = _RAW_STREAM.get(source.__class__)
+    if raw is None:  # once per stream class: an ABC check is a Python call on every read
+        raw = _RAW_STREAM[source.__class__] = isinstance(source, io.RawIOBase)
+    if not raw:
         return source.read(size)
     buffer = bytearray(size)
     with memoryview(buffer) as view:
@@ -81,6 +88,15 @@ def read_body(environ: dict[str, Any], max_size: int, spool_threshold: int) -> R
     size exceeds ``max_size``, and ``malformed_body`` (400) for an invalid
     ``Content-Length`` or a body that ends early.
     """
+    return ReadBody(*read_body_parts(environ, max_size, spool_threshold))
+
+
+#: what :func:`read_body_parts` returns: sha256 hex, length, the stream to hand over, spilled
+BodyParts = tuple[str, int, IO[bytes], bool]
+
+
+def read_body_parts(environ: dict[str, Any], max_size: int, spool_threshold: int) -> BodyParts:
+    """:func:`read_body` as a plain tuple ``(sha256, length, stream, spilled)`` (the middleware's)."""
     raw_length = environ.get("CONTENT_LENGTH")
     if not raw_length:
         declared = None
@@ -92,7 +108,7 @@ def read_body(environ: dict[str, Any], max_size: int, spool_threshold: int) -> R
         raise SignatureError("body_too_large", status=413)
     if (declared is None and not _is_terminated(environ)) or declared == 0:
         # PEP 3333: without Content-Length (and without chunking) there is no body.
-        return ReadBody(_EMPTY_SHA256, 0, io.BytesIO(b""), False)
+        return _EMPTY_SHA256, 0, io.BytesIO(b""), False
     source = environ["wsgi.input"]
     if declared is not None and declared <= spool_threshold:
         # the common case: a small body, usually in one read
@@ -101,7 +117,7 @@ def read_body(environ: dict[str, Any], max_size: int, spool_threshold: int) -> R
         except Exception as exc:  # client went away, server-side stream error
             raise SignatureError("malformed_body", status=400) from exc
         if len(data) == declared:
-            return ReadBody(hashlib.sha256(data).hexdigest(), declared, io.BytesIO(data), False)
+            return hashlib.sha256(data).hexdigest(), declared, io.BytesIO(data), False
         # a short read: continue below with what arrived
         first = data
     else:
@@ -152,7 +168,7 @@ class _Hasher:
 def _read_streamed(
     source: IO[bytes], first: bytes | bytearray, declared: int | None, max_size: int,
     spool_threshold: int,
-) -> ReadBody:
+) -> BodyParts:
     """The general case: unknown length (chunked), a short read, or a large body."""
     remaining = declared
     hasher = _Hasher(first)
@@ -196,5 +212,5 @@ def _read_streamed(
         raise
     if spill is not None:
         spill.seek(0)
-        return ReadBody(digest, total, io.BufferedReader(spill), True)  # type: ignore[arg-type,type-var,unused-ignore]
-    return ReadBody(digest, total, io.BytesIO(bytes(memory)), False)
+        return digest, total, io.BufferedReader(spill), True  # type: ignore[arg-type,type-var,unused-ignore]
+    return digest, total, io.BytesIO(bytes(memory)), False

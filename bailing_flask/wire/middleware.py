@@ -15,11 +15,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
 from bailing_flask.wire import deadline as _deadline
 from bailing_flask.wire import drain as _drain
-from bailing_flask.wire.body import ReadBody, read_body
+from bailing_flask.wire.body import BodyParts, read_body_parts
 from bailing_flask.wire.base_url import BaseURL, parse_base_url, strip_base
 from bailing_flask.wire.jsenc import encode_uri_component
 from bailing_flask.wire.headers import with_content_length
@@ -58,6 +58,9 @@ MiB = 1024 * 1024
 ErrorRenderer = Callable[[SignatureError], "tuple[int, list[tuple[str, str]], bytes] | None"]
 #: Told about every refusal: ``(error, environ, path)`` (audit, signals, metrics).
 RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
+
+#: ``tuple.__new__``: builds a named tuple from a tuple without a Python call
+_new_tuple: Any = tuple.__new__
 
 _STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 408: "408 Request Timeout",
                 413: "413 Content Too Large", 503: "503 Service Unavailable"}
@@ -339,8 +342,13 @@ class BailingMiddleware:
         self.elsewhere_max_body_size = elsewhere_max_body_size
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if self.verified_elsewhere and _routed_path(environ) in self.verified_elsewhere:
-            return self._pass_elsewhere(environ, start_response)
+        elsewhere = self.verified_elsewhere
+        if elsewhere:
+            routed = environ.get("PATH_INFO") or "/"  # as _routed_path, inlined: every request
+            if routed[:2] == "//":
+                routed = "/" + routed.lstrip("/")
+            if routed in elsewhere:
+                return self._pass_elsewhere(environ, start_response)
         signature = environ.get("HTTP_X_BAILING_SIGNATURE")
         if signature is None:
             environ[ENVIRON_KEY] = None
@@ -353,16 +361,14 @@ class BailingMiddleware:
             ):
                 return self._refuse(SignatureError("missing_signature"), environ, start_response)
             return self.app(environ, start_response)
-        path = _raw_path(environ, self.raw_target)
         if self.verifier is None:
             return self._refuse(SignatureError("not_configured", status=503), environ, start_response)
         source = environ.get("wsgi.input")
         try:
-            call, spilled = self._verify(environ, signature, path)
+            spilled = self._verify(environ, signature, _raw_path(environ, self.raw_target))
         except SignatureError as error:
             unread = environ.get("wsgi.input") is source  # the body was not handed back
             return self._refuse(error, environ, start_response, unread)
-        environ[ENVIRON_KEY] = call
         # the hub sends no cookies: one on a signed request was added by someone else, and
         # must not make the hub's call ride (or become) a browser session
         environ.pop("HTTP_COOKIE", None)
@@ -388,77 +394,73 @@ class BailingMiddleware:
         environ[ENVIRON_KEY] = None
         limit = self.elsewhere_max_body_size  # any method: an inner middleware may turn it into POST
         try:
-            body = self._read_body(environ, limit, min(limit, self.spool_threshold))
+            _sha256, length, stream, spilled = self._read_body(
+                environ, limit, min(limit, self.spool_threshold))
         except SignatureError as error:
             return self._refuse(error, environ, start_response)
-        _hand_over(environ, body)
+        _hand_over(environ, stream, length)
         result = self.app(environ, start_response)
-        if body.spilled:
-            return _ClosingIterable(result, body.stream.close)
+        if spilled:
+            return _ClosingIterable(result, stream.close)
         return result
 
-    def _verify(
-        self, environ: dict[str, Any], signature: str, path: str
-    ) -> tuple[VerifiedCall, Any]:
+    def _verify(self, environ: dict[str, Any], signature: str, path: str) -> IO[bytes] | None:
+        """Verify the signed request; store the call and the request as verified in the environ.
+
+        Returns the spooled body file to close after the response (``None``
+        when the body stayed in memory). One function and no per-call
+        objects beyond the records the app reads: this runs on every signed
+        request.
+        """
         method = environ.get("REQUEST_METHOD", "GET").upper()
         query = environ.get("QUERY_STRING", "")
-        is_catalog = self.catalog_path is not None and path == self.catalog_path
         timestamp = environ.get("HTTP_X_BAILING_TIMESTAMP")
-        if is_catalog:
+        get = environ.get
+        if self.catalog_path is not None and path == self.catalog_path:
             prefix = self.public_prefix
             if prefix is None:
                 prefix = _quote_path(environ.get("SCRIPT_NAME", "")).rstrip("/")
             signed_path = prefix + path
-            subject_raw, job_id = "", ""
+            kind, subject_raw, job_id, job_rule = "catalog", "", "", None
         else:
             signed_path = path if self.base_url is None else self._base_relative(environ, path)
-            subject_raw = environ.get("HTTP_X_BAILING_ON_BEHALF_OF", "")
-            job_id = environ.get("HTTP_X_BAILING_JOB_ID", "")
+            subject_raw = get("HTTP_X_BAILING_ON_BEHALF_OF", "")
+            job_id = job_rule = get("HTTP_X_BAILING_JOB_ID", "")
+            kind = "tool"
         if query:
             signed_path += "?" + query
         verifier = self.verifier
         assert verifier is not None  # __call__ refused the request without one
-        verifier.check_headers(signature, timestamp, None if is_catalog else job_id)
-        verifier.check_reading(signed_path, subject_raw, method)
-        body = self._read_body(environ, self.max_body_size, self.spool_threshold)
-        _hand_over(environ, body)
-        verifier.check_body(method, body.length)
-        assert timestamp is not None  # check_headers refused a missing one
+        verifier.check_unread(signature, timestamp, job_rule, signed_path, subject_raw, method)
+        sha256, length, stream, spilled = self._read_body(
+            environ, self.max_body_size, self.spool_threshold)
+        _hand_over(environ, stream, length)
+        assert timestamp is not None  # check_unread refused a missing one
         # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8.
-        label = verifier.match(
-            signature, timestamp, method, signed_path, body.sha256, subject_raw, job_id
-        )
-        environ[AS_VERIFIED_KEY] = AsVerified(
-            method, path, query, environ.get("CONTENT_LENGTH"), body.stream
-        )
-        call = VerifiedCall(  # positional: this runs on every signed request
-            "catalog" if is_catalog else "tool",
-            subject_raw or None,
-            job_id,
-            label,
-            timestamp,
-            method,
-            signed_path,
-            body.sha256,
+        label = verifier.match_read(
+            signature, timestamp, method, signed_path, sha256, length, subject_raw, job_id)
+        # the records are built with tuple.__new__: a named tuple's own __new__ is a Python call
+        environ[AS_VERIFIED_KEY] = _new_tuple(
+            AsVerified, (method, path, query, get("CONTENT_LENGTH"), stream))
+        environ[ENVIRON_KEY] = _new_tuple(VerifiedCall, (
+            kind, subject_raw or None, job_id, label, timestamp, method, signed_path, sha256,
             signature,
-            UnsignedHeaders(
-                environ.get("HTTP_X_BAILING_CLIENT"),
-                environ.get("HTTP_X_BAILING_TOOL_SCOPE"),
-                environ.get("HTTP_X_BAILING_IDEMPOTENCY_KEY"),
-                environ.get("HTTP_X_BAILING_CONVERSATION"),
-            ),
-        )
-        return call, (body.stream if body.spilled else None)
+            _new_tuple(UnsignedHeaders, (
+                get("HTTP_X_BAILING_CLIENT"), get("HTTP_X_BAILING_TOOL_SCOPE"),
+                get("HTTP_X_BAILING_IDEMPOTENCY_KEY"), get("HTTP_X_BAILING_CONVERSATION"),
+            )),
+        ))
+        return stream if spilled else None
 
-    def _read_body(self, environ: dict[str, Any], max_size: int, spool: int) -> ReadBody:
-        """:func:`read_body` within :attr:`body_timeout` where the server allows it."""
+    def _read_body(self, environ: dict[str, Any], max_size: int, spool: int) -> BodyParts:
+        """:func:`read_body_parts` within :attr:`body_timeout` where the server allows it."""
         timeout = self.body_timeout
         sock = _deadline.connection_socket(environ) if timeout else None
         if sock is None or not _announces_body(environ):
-            return read_body(environ, max_size, spool)
+            return read_body_parts(environ, max_size, spool)
         armed = _deadline.arm(sock, timeout)  # type: ignore[arg-type]
         try:
-            body = read_body(environ, max_size, spool)
+            body = read_body_parts(environ, max_size, spool)
         except SignatureError:
             if _deadline.disarm(armed):
                 raise SignatureError("body_timeout", status=408) from None
@@ -548,7 +550,7 @@ def _check_body_timeout(value: float | None) -> float | None:
     return float(value)
 
 
-def _hand_over(environ: dict[str, Any], body: ReadBody) -> None:
+def _hand_over(environ: dict[str, Any], stream: IO[bytes], length: int) -> None:
     """Give the app the body that was read, as a plain body of known length.
 
     The bytes were read (and, for a chunked upload, de-chunked) already, so
@@ -556,10 +558,10 @@ def _hand_over(environ: dict[str, Any], body: ReadBody) -> None:
     would read nothing from a server that does not mark the stream as ended
     (wsgiref, for one), and the view would not see the body that was verified.
     """
-    environ["wsgi.input"] = body.stream
-    if environ.pop("HTTP_TRANSFER_ENCODING", None) is not None or body.length or environ.get(
+    environ["wsgi.input"] = stream
+    if environ.pop("HTTP_TRANSFER_ENCODING", None) is not None or length or environ.get(
             "CONTENT_LENGTH"):
-        environ["CONTENT_LENGTH"] = str(body.length)
+        environ["CONTENT_LENGTH"] = str(length)
 
 
 def default_error_response(error: SignatureError) -> tuple[int, list[tuple[str, str]], bytes]:

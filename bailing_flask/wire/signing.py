@@ -380,7 +380,18 @@ class Verifier(_KeyRing):
         Pass ``job_id=None`` to skip the Job-Id rule (catalog fetches sign an
         empty job id whatever the headers say).
         """
-        # both parsers are inlined: this runs on every signed request
+        self.check_unread(signature, timestamp, job_id, "", "", "")
+
+    def check_unread(
+        self, signature: str | None, timestamp: str | None, job_id: str | None,
+        path_with_query: str, on_behalf_of: str, method: str,
+    ) -> None:
+        """:meth:`check_headers` and :meth:`check_reading` in one call (the middleware's).
+
+        Everything that needs no body, before the body is read.
+        """
+        # both parsers and the reading check's fast path are inlined: this runs on every
+        # signed request
         if not signature:
             raise SignatureError("missing_signature")
         if len(signature) != 71 or not signature.startswith(SIGNATURE_PREFIX) or not signature.isascii():
@@ -396,6 +407,8 @@ class Verifier(_KeyRing):
             raise SignatureError("timestamp_out_of_window")
         if job_id and "." in job_id:
             raise SignatureError("malformed_job_id")
+        if len(on_behalf_of) >= 65 or len(path_with_query) >= 65:
+            self.check_reading(path_with_query, on_behalf_of, method)
 
     @staticmethod
     def check_reading(path_with_query: str, on_behalf_of: str, method: str) -> None:
@@ -434,6 +447,24 @@ class Verifier(_KeyRing):
 
         Call :meth:`check_headers` first.
         """
+        message = canonical_tool_call(
+            timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id
+        )
+        label = self._match(message, signature)
+        if label is None:
+            raise _refusal(signature)
+        return label
+
+    def match_read(
+        self, signature: str, timestamp: str, method: str, path_with_query: str,
+        body_sha256: str, body_length: int, on_behalf_of: str, job_id: str,
+    ) -> str:
+        """:meth:`check_body` and :meth:`match` in one call (the middleware's, once the body is read).
+
+        ``method`` is upper case already; :meth:`check_unread` came first.
+        """
+        if body_length and method in _BODYLESS:
+            raise SignatureError("unexpected_body")
         message = canonical_tool_call(
             timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id
         )
