@@ -39,7 +39,7 @@ from bailing_flask._sync import call_sync
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.unsigned import warn_refused_credentials
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
-from bailing_flask.responses import REPLAY_HEADER, ErrorInfo, json_response
+from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
 from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, get_declaration
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.declare import Declaration
 
 __all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY",
-           "EXERCISE_KEY", "ExerciseProbe", "ToolPlan"]
+           "EXERCISE_KEY", "ExerciseProbe", "ExerciseStop", "leads_to_declaration", "ToolPlan"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -64,15 +64,16 @@ _MAX_NAMES = 20
 
 
 class ExerciseProbe:
-    """What the gate and the declared view saw during one exercise request.
+    """What the exercise saw of one of its requests (:mod:`bailing_flask.exercise`).
 
-    ``mode`` is ``"probe"`` (the hub's request with the probe subject: the
-    gate must refuse it; if it admits, the view does not run), ``"stack"`` (after the
-    gate, the view's own decorators run up to the declared view, which is
-    never called) or ``"subject"`` (a real subject on a read-only tool: the
-    view runs) or ``"unsigned"`` (an unsigned request to a tool that refuses
-    them, let through as if ``allow_unsigned=True`` were set: the view's own
-    decorators answer; the view never runs).
+    The gate does not read it: every request goes through the same steps.
+    The exercise fills it in from outside the gate (its admission hook, the
+    ``tool_denied`` signal, the request's teardown) and from the declared
+    view, which runs only in ``"subject"`` mode (a real subject on a
+    read-only tool). In every other mode (``"probe"``, ``"stack"``,
+    ``"unsigned"``) a call the gate admitted stops where the declared view
+    would run (:class:`ExerciseStop`): the view's own decorators ran, the
+    view never does.
     """
 
     def __init__(self, mode: str) -> None:
@@ -81,7 +82,7 @@ class ExerciseProbe:
         self.gate: str | None = None
         self.reason: str | None = None
         self.status: int | None = None
-        #: the declared view was reached (in ``stack`` mode: and not called)
+        #: the declared view was reached (outside ``subject`` mode: and not called)
         self.reached_view = False
         #: the registered view does not lead to the declaration (``@tool`` above the route)
         self.unguarded = False
@@ -91,21 +92,19 @@ class ExerciseProbe:
         self.flask_login: str | None = None
 
 
-class ExerciseStop(Exception):
-    """Raised where the declared view would run, in ``stack`` mode; caught by the gate.
+class ExerciseStop(BaseException):
+    """Raised where the declared view would run, for an admitted exercise request.
 
-    An exception rather than a response, so that a caching decorator on the
-    way stores nothing.
+    Caught by the exercise around its own request, outside the app: not by
+    the gate (which has no exercise mode), nor by a decorator or an error
+    handler that catches ``Exception`` (so a caching decorator on the way
+    stores nothing, and no error page is rendered for it).
     """
 
 
-def _exercise(environ: dict[str, Any]) -> ExerciseProbe | None:
-    probe = environ.get(EXERCISE_KEY)
-    return probe if isinstance(probe, ExerciseProbe) else None
-
-
-def _exercise_answer(probe: ExerciseProbe, outcome: str) -> Response:
-    return json_response({"exercise": outcome, "mode": probe.mode}, 200, {"Cache-Control": "no-store"})
+def leads_to_declaration(view: Callable[..., Any]) -> bool:
+    """Whether calling ``view`` leads through a ``@tool`` wrapper (false for ``@tool`` above the route)."""
+    return get_declaration(view) is not None or getattr(view, "view_class", None) is not None
 
 
 def _names(errors: list[dict[str, Any]]) -> list[str]:
@@ -274,9 +273,6 @@ def _plans_of(registry: Registry, endpoint: str) -> dict[str, ToolPlan]:
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
            registry: Registry) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
-    # whether calling ``view`` leads through a @tool wrapper (false for @tool above the route)
-    declared = get_declaration(view) is not None or getattr(view, "view_class", None) is not None
-    stack = "declared" if declared else "unguarded"
     plans = _plans_of(registry, endpoint)
     passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
 
@@ -288,7 +284,7 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
         plan = plans.get(method)
         if plan is not None:
             return run_gate(state, plan.tool, functools.partial(sync_view, **kwargs), kwargs,
-                            stack=stack, req=req, plan=plan)
+                            req=req, plan=plan)
         if method in passthrough:  # explicitly not a tool (methods=)
             return sync_view(**kwargs)
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
@@ -309,16 +305,20 @@ def run_declared_view(
     not the tool's route calls the tool's function, an error handler renders
     it, a decorator hides the declaration), the call fails closed: the view
     never runs ungated.
+
+    Behind the gate, an exercise request is noted as having reached the
+    view; outside ``subject`` mode it stops there (:class:`ExerciseStop`).
+    This runs only after the gate admitted the call, so it can keep a view
+    from running, never let one run.
     """
     environ = request.environ
-    probe = _exercise(environ)
     if environ.get(GATE_KEY) is not None:
-        if probe is not None and probe.mode in ("stack", "unsigned"):
-            current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+        probe = environ.get(EXERCISE_KEY)
+        if isinstance(probe, ExerciseProbe):
             probe.reached_view = True
-            raise ExerciseStop()
-        if probe is not None:
-            probe.reached_view = True
+            if probe.mode != "subject":
+                current_app.ensure_sync(view)  # an async view without flask[async] fails here, as it would
+                raise ExerciseStop()
         return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
     state = _state()
     registry = registry_of(state)
@@ -383,14 +383,13 @@ def altered_part(environ: dict[str, Any]) -> str | None:
 
 def run_gate(
     state: BailingState, tool: Tool, call_view: Callable[[], Any], kwargs: dict[str, Any],
-    stack: str = "declared", *, req: Any = None, plan: ToolPlan | None = None,
+    *, req: Any = None, plan: ToolPlan | None = None,
 ) -> Response:
     """Decide on one call to ``tool``; run ``call_view`` only if it is admitted.
 
-    ``stack`` says what ``call_view`` is, for the exercise: ``"declared"``
-    (the view's stack, ending in the ``@tool`` wrapper) or ``"unguarded"``
-    (a stack without it). ``req`` is the request object (looked up once by
-    the gate) and ``plan`` the tool's compiled plan.
+    The same steps for every request: nothing in the request (the
+    exercise's marker included) skips one. ``req`` is the request object
+    (looked up once by the gate) and ``plan`` the tool's compiled plan.
     """
     if req is None:
         req = request._get_current_object()  # type: ignore[attr-defined]
@@ -400,12 +399,6 @@ def run_gate(
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None and tool.options.allow_unsigned:
         return _unsigned(state, tool, call_view, kwargs, req)
-    if verified is None and EXERCISE_KEY in environ:
-        unsigned = _exercise(environ)
-        if unsigned is not None and unsigned.mode == "unsigned":  # the exercise: as if allow_unsigned=True
-            environ[GATE_KEY] = tool
-            unsigned.gate = "admitted"
-            return _stop_at_view(unsigned, stack, call_view)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
     if state.telemetry is not None:
         environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
@@ -439,16 +432,14 @@ def run_gate(
         return _refuse(state, tool, verified, _argument_refusal(exc))
     call = ToolCall(verified=verified, tool=plan.info, user=user, args=args, query=query, body=body)
     environ[TOOL_CALL_KEY] = call
-    probe = _exercise(environ) if EXERCISE_KEY in environ else None
-    if probe is None or probe.mode != "stack":  # the stack exercise never reaches the view
-        decision = decide(tool, call, plan.authorizer or state.callbacks.authorizer_func)
-        if not decision.allowed:
-            return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
-        if plan.approval:
-            unapproved = check_business_approval(state, tool, call)
-            if unapproved is not None:
-                return _refuse(state, tool, verified, unapproved, call)
-    if state.config.reject_replays and (probe is None or probe.mode == "subject"):
+    decision = decide(tool, call, plan.authorizer or state.callbacks.authorizer_func)
+    if not decision.allowed:
+        return _refuse(state, tool, verified, ErrorInfo.make(decision.reason or "forbidden"), call)
+    if plan.approval:
+        unapproved = check_business_approval(state, tool, call)
+        if unapproved is not None:
+            return _refuse(state, tool, verified, unapproved, call)
+    if state.config.reject_replays:
         replayed = idempotency_of(state).check_replay(tool, call)
         if replayed is not None:
             return _refuse(state, tool, verified, replayed, call)
@@ -458,10 +449,6 @@ def run_gate(
             return _refuse(state, tool, verified, refused, call)
     object.__setattr__(call, "authorized", True)  # ToolCall.admit(), without a call per call
     environ[GATE_KEY] = tool
-    if probe is not None:
-        answered = _exercise_admitted(probe, stack, call_view)
-        if answered is not None:
-            return answered
     return _run(state, tool, plan, call, call_view, environ, started)
 
 
@@ -477,28 +464,6 @@ def _unsigned(state: BailingState, tool: Tool, call_view: Callable[[], Any], kwa
         req.environ[ARGUMENTS_KEY] = Arguments(validated.args, validated.query, validated.body)
     req.environ[GATE_KEY] = tool
     return state.app.make_response(call_view())
-
-
-def _exercise_admitted(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response | None:
-    """What an admitted exercise request does instead of the call (``None``: the call runs)."""
-    probe.gate = "admitted"
-    if probe.mode == "probe":  # the authorizer admitted the probe subject: run nothing
-        return _exercise_answer(probe, "admitted")
-    if probe.mode != "stack":
-        return None
-    return _stop_at_view(probe, stack, call_view)
-
-
-def _stop_at_view(probe: ExerciseProbe, stack: str, call_view: Callable[[], Any]) -> Response:
-    """Run the view's own stack up to the declared view, which never runs (the exercise)."""
-    if stack == "unguarded":
-        probe.unguarded = True
-    else:
-        try:
-            return current_app.make_response(call_view())
-        except ExerciseStop:
-            pass
-    return _exercise_answer(probe, "reached" if probe.reached_view else "stopped")
 
 
 def _run(state: BailingState, tool: Tool, plan: ToolPlan, call: ToolCall, call_view: Callable[[], Any],
@@ -536,9 +501,6 @@ def _refuse(
     call: ToolCall | None = None,
 ) -> Response:
     response = state.error_response(info)
-    probe = _exercise(request.environ)
-    if probe is not None:
-        probe.gate, probe.reason, probe.status = "refused", info.reason, response.status_code
     if audit.wanted(state):
         _audit(state, tool, verified, response.status_code, info.reason, call)
     if tool_denied.receivers:

@@ -13,16 +13,20 @@ every method, and checks that the package answered:
     The gate must refuse it (its authorization must be denied); if the
     authorizer admits it, the view does not run and that is reported.
 ``stack``
-    The same request, admitted by the gate *without* asking the authorizer,
-    so the view's own decorators (``login_required``,
+    The same request as the ``--subject`` user (without one, as the probe
+    subject), through the whole gate: the authorizer decides for real, and
+    when it admits the call the view's own decorators (``login_required``,
     ``MethodView.decorators``, caches) run as for a real call. The declared
-    view is never called: where it would run, the exercise stops.
+    view is never called: where it would run, the exercise stops. A refusal
+    by the gate is the check's result (pass ``--subject`` with a user the
+    authorizer admits).
 ``unsigned``
     Two unsigned requests (without credentials, with a dummy bearer token)
-    to every tool that does not declare ``allow_unsigned``, let through to
-    the view's decorators as if it did: where the app's own code answers
-    them, the route has clients of its own that ``@tool`` now refuses
-    (:mod:`bailing_flask.exercise._unsigned`). The view never runs.
+    to every tool that does not declare ``allow_unsigned``, through the gate
+    with that tool flagged ``allow_unsigned=True`` for the one request: where
+    the app's own code answers them, the route has clients of its own that
+    ``@tool`` now refuses (:mod:`bailing_flask.exercise._unsigned`). The view
+    never runs.
 ``subject``
     With ``--subject``, a real subject on every read-only tool: the view
     runs, and must be reached.
@@ -47,6 +51,10 @@ run what the hub's own probe runs in production. A subject loader that
 returns a user for the probe subject is an error, and so is one whose users
 Flask-Login cannot use when the Flask-Login bridge is on.
 
+The gate has no exercise mode: every request of the exercise passes the
+same steps as the hub's, observed from outside the gate
+(:mod:`bailing_flask.exercise._admission`, :mod:`bailing_flask.exercise._watch`);
+its de-duplication and replay records go to a throwaway memory store.
 No view with a side effect ever runs. Anything else that answered is named
 (the ``before_request`` function, found by watching each one; the
 ``after_request`` function that rewrote a refusal; the redirect target;
@@ -68,6 +76,7 @@ from flask import Flask
 
 from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.errors import ConfigurationError
+from bailing_flask.exercise._admission import allowing_unsigned, throwaway_store, unguarded
 from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
@@ -75,7 +84,7 @@ from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
 from bailing_flask.exercise._unsigned import unsigned_check, unsigned_plan
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
 from bailing_flask.exercise._watch import _Watch
-from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
+from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe, ExerciseStop
 from bailing_flask.integrations import login_user_problem
 from bailing_flask.lint import CompiledTool, compile_tools
 from bailing_flask.responses import REASON_HEADER
@@ -357,10 +366,25 @@ class _Exercise:
 
     def _send(self, method: str, target: str, headers: dict[str, str], body: bytes,
               probe: ExerciseProbe) -> HubResponse:
+        where = self.targets.get(id(probe))
+        if where is not None and probe.mode in ("stack", "unsigned") and unguarded(self.state, where[0]):
+            probe.unguarded = True  # nothing would stop an admitted request before the view: not sent
+            return HubResponse(200, {}, b"", None)
+
+        def send() -> HubResponse:
+            try:
+                if probe.mode == "unsigned" and where is not None:
+                    with allowing_unsigned(self.state, *where):
+                        return self.hub.send(method, target, headers, body, None, environ={EXERCISE_KEY: probe})
+                return self.hub.send(method, target, headers, body, None, environ={EXERCISE_KEY: probe})
+            except ExerciseStop:  # admitted, and stopped where the declared view would run
+                outcome = {"exercise": "reached" if probe.reached_view else "stopped", "mode": probe.mode}
+                return HubResponse(200, {"Content-Type": "application/json", "Cache-Control": "no-store"},
+                                   json.dumps(outcome).encode(), None)
+
         # each request in a fresh context: under `flask bailing ...` an app context is
         # already pushed, and requests would share its `g` (Flask-Login keeps its user there)
-        return contextvars.Context().run(
-            self.hub.send, method, target, headers, body, None, environ={EXERCISE_KEY: probe})
+        return contextvars.Context().run(send)
 
     def send(self, mode: str, tool: CompiledTool, args: dict[str, Any], subject: str | None
              ) -> tuple[ExerciseProbe, HubResponse]:
@@ -485,6 +509,12 @@ class _Exercise:
                      "@tool sits above the route decorator: the decorators below it cannot be "
                      "exercised without running the view", None,
                      "put @tool right below the route decorator")
+            return
+        if probe.gate == "refused" and probe.reason == "forbidden":
+            self.add(target, "stack", "warn",
+                     f"not exercised: the authorizer refused {subject!r} ({probe.status} {probe.reason}); "
+                     "the view's decorators did not run", None,
+                     "pass --subject with a user the authorizer admits for this tool")
             return
         if probe.gate == "refused":
             self.add(target, "stack", "warn",
@@ -684,7 +714,8 @@ class _Exercise:
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
         with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
-                recording(self.app, self.buckets), recording_reads(self.app, self.reads):
+                recording(self.app, self.buckets), recording_reads(self.app, self.reads), \
+                throwaway_store(self.state):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):

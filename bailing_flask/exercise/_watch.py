@@ -3,7 +3,12 @@
 Each is replaced for the duration of one run by a wrapper that records
 what ran and what answered (by the ``ExerciseProbe`` of the request), and
 put back afterwards: the exercise observes the app, it does not change
-what the app answers. Flask-HTTPAuth's objects are not known to the
+what the app answers. The gate's decision is observed from outside the
+gate, which has no exercise mode: an admission hook added after the app's
+own (it runs once everything else admitted the call, and stops an admitted
+probe subject before anything of the view's stack runs), the
+``tool_denied`` signal for a refusal, and the request's teardown for an
+unsigned request let through to the view's stack. Flask-HTTPAuth's objects are not known to the
 package (one is only found in a view's decorators), so the ``authenticate``
 method of its classes is watched instead, if the app imported it.
 """
@@ -15,9 +20,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Flask, current_app, got_request_exception, request
+from flask import Flask, current_app, got_request_exception, request, request_tearing_down
 
-from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe
+from bailing_flask._pipeline.gate import EXERCISE_KEY, GATE_KEY, ExerciseProbe, ExerciseStop
+from bailing_flask.signals import tool_denied
 from bailing_flask._sync import call_sync
 from bailing_flask.exercise._stack import view_name
 from bailing_flask.responses import REASON_HEADER
@@ -70,10 +76,17 @@ class _Watch:
                 patched[name] = manager.__dict__.get(name)
                 setattr(manager, name, self._flask_login(getattr(manager, name), name))
         got_request_exception.connect(self._exception, app)
+        # for any sender, and so disconnected whole: a signal left with a receiver costs every call
+        tool_denied.connect(self._denied)
+        request_tearing_down.connect(self._torn_down)
+        ext.admission_hooks.append(self._admitted)
         try:
             with self._httpauth_watched():
                 yield self
         finally:
+            ext.admission_hooks.remove(self._admitted)
+            request_tearing_down.disconnect(self._torn_down)
+            tool_denied.disconnect(self._denied)
             got_request_exception.disconnect(self._exception, app)
             for key, funcs in saved.items():
                 before_funcs[key] = funcs
@@ -90,6 +103,25 @@ class _Watch:
     def _probe() -> ExerciseProbe | None:
         probe = request.environ.get(EXERCISE_KEY)
         return probe if isinstance(probe, ExerciseProbe) else None
+
+    def _admitted(self, call: Any) -> None:
+        """The exercise's admission hook, after the app's own: the gate admitted this call."""
+        probe = self._probe()
+        if probe is not None:
+            probe.gate = "admitted"
+            if probe.mode == "probe":  # the probe subject was admitted: nothing of the view's stack runs
+                raise ExerciseStop()
+
+    def _denied(self, sender: Any, reason: str | None = None, status: int | None = None,
+                **extra: Any) -> None:
+        probe = self._probe() if sender is self.app else None
+        if probe is not None:
+            probe.gate, probe.reason, probe.status = "refused", reason, status
+
+    def _torn_down(self, sender: Any, **extra: Any) -> None:
+        probe = self._probe() if sender is self.app else None
+        if probe is not None and probe.gate is None and request.environ.get(GATE_KEY) is not None:
+            probe.gate = "admitted"  # an unsigned request let through (no admission hook runs for it)
 
     def _ran(self, func: Any, blueprint: str | None = None) -> None:
         name = _qualname(func) + (f" (blueprint {blueprint!r})" if blueprint else "")
