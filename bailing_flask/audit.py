@@ -55,6 +55,7 @@ __all__ = [
     "AUDIT_FIELDS",
     "AUDIT_FIELD_DOCS",
     "AUDIT_LOGGER",
+    "AuditNeeds",
     "MAX_FIELD_CHARS",
     "JsonLinesSink",
     "TelemetryHook",
@@ -227,6 +228,57 @@ def wanted(state: BailingState) -> bool:
         or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
         or logger_emits()
     )
+
+
+class AuditNeeds:
+    """What one tool's calls need from the audit, worked out once when the tool compiles.
+
+    Fixed for the app's life, so decided here: whether the record holds
+    argument values (``BAILING_AUDIT_ARGUMENT_VALUES``, never for a
+    ``sensitive`` tool) and the direct sink (set by ``init_app``, before any
+    tool compiles; with one, every call builds its record and nothing more is
+    asked). What an app may change while it runs is asked per call, cheaply:
+    telemetry (:func:`bailing_flask.otel.instrument` may come later), a signal
+    receiver connected later (one dictionary's truth value), and the logger,
+    whose level ``logging`` itself caches (``setLevel`` and
+    ``logging.basicConfig(level=...)`` clear that cache) and whose handlers
+    are looked at only when it is enabled for ``INFO`` (a handler added at run
+    time, by ``basicConfig`` or ``addHandler``, is seen by the next call).
+    """
+
+    __slots__ = ("state", "sensitive", "sink", "_config", "_values")
+
+    def __init__(self, state: BailingState, tool: Tool) -> None:
+        self.state = state
+        self.sensitive = tool.sensitive
+        self.sink = state.audit_sink
+        self._config = state.config
+        self._values = bool(state.config.audit_argument_values) and not tool.sensitive
+
+    @property
+    def values(self) -> bool:
+        """Whether the record holds argument values, not only names.
+
+        Decided once per configuration object: a test (or the fake hub
+        fixture) that swaps the app's configuration is seen by one
+        identity check.
+        """
+        config = self.state.config
+        if config is not self._config:
+            self._config = config
+            self._values = bool(config.audit_argument_values) and not self.sensitive
+        return self._values
+
+    def wanted(self) -> bool:
+        """Whether anybody reads this call's record (else not one field of it is built)."""
+        if self.sink is not None:
+            return True
+        state = self.state
+        return (
+            state.telemetry is not None
+            or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
+            or logger_emits()
+        )
 
 
 def exception_status(exc: BaseException) -> int:

@@ -348,6 +348,51 @@ def test_a_logger_on_for_info_with_no_handler_to_take_it_builds_nothing_until_on
     assert built == ["ok", "ok"]
 
 
+def test_logging_basic_config_after_the_tools_compiled_is_honoured_by_the_next_call(
+    hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
+) -> None:
+    """What a tool's plan decides once must not hide a logging set-up an app does later."""
+    import io
+
+    built = _count_records(monkeypatch)
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    quiet_audit_logger.propagate = True
+    root.handlers[:] = []
+    root.setLevel(logging.WARNING)
+    try:
+        hub.call("ok", subject="t1:u1")  # compiles the tools; nobody would take an INFO record
+        assert built == []
+        written = io.StringIO()
+        logging.basicConfig(level=logging.INFO, stream=written, format="%(message)s")
+        hub.call("ok", subject="t1:u1")
+        assert built == ["ok"]
+        assert json.loads(written.getvalue().splitlines()[-1])["tool"] == "ok"
+    finally:
+        root.handlers[:] = saved[1]
+        root.setLevel(saved[0])
+
+
+def test_a_receiver_connected_after_the_tools_compiled_gets_the_next_record(
+    app: Flask, hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
+) -> None:
+    built = _count_records(monkeypatch)
+    quiet_audit_logger.setLevel(logging.WARNING)
+    hub.call("ok", subject="t1:u1")
+    assert built == []
+    seen: list[dict[str, Any]] = []
+
+    def receive(sender: Flask, record: dict[str, Any]) -> None:
+        seen.append(record)
+
+    audit_record.connect(receive, app)
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        audit_record.disconnect(receive, app)
+    assert built == ["ok"] and seen[0]["tool"] == "ok"
+
+
 def test_a_receiver_of_another_app_does_not_make_this_app_build_records(
     hub: HubSimulator, monkeypatch: pytest.MonkeyPatch, quiet_audit_logger: logging.Logger,
 ) -> None:

@@ -240,6 +240,8 @@ def _validate_body(
         data: Any = _form_data(request)
     elif (raw := _raw_body(request, request.environ)).strip() == b"":
         data = {}
+    elif (plan := tool.body_plan) is not None and (body := plan.validate(raw)) is not None:
+        return body, body.model_dump()  # parsed and validated in one pass (it refuses nothing)
     else:
         try:
             if from_json is None:

@@ -246,10 +246,12 @@ class ToolPlan:
     the app's, de-duplication or approval, the shaped answer's guard).
     """
 
-    __slots__ = ("tool", "info", "authorizer", "repeats", "approval", "shaped", "guarded")
+    __slots__ = ("tool", "info", "authorizer", "repeats", "approval", "shaped", "guarded", "audit")
 
-    def __init__(self, tool: Tool) -> None:
+    def __init__(self, tool: Tool, state: BailingState) -> None:
         self.tool = tool
+        #: what the tool's audit record needs (decided once; who listens is asked per call)
+        self.audit = audit.AuditNeeds(state, tool)
         self.info = tool.info
         #: the tool's own authorizer; ``None``: the app's, read per call (it may be set later)
         self.authorizer = tool.options.authorizer
@@ -262,8 +264,8 @@ class ToolPlan:
         self.guarded = shaper is not None and shaper.guards_errors
 
 
-def _plans_of(registry: Registry, endpoint: str) -> dict[str, ToolPlan]:
-    plans = {method: ToolPlan(tool) for (name, method), tool in registry.by_endpoint.items()
+def _plans_of(registry: Registry, endpoint: str, state: BailingState) -> dict[str, ToolPlan]:
+    plans = {method: ToolPlan(tool, state) for (name, method), tool in registry.by_endpoint.items()
              if name == endpoint}
     if "GET" in plans and "HEAD" not in plans:  # HEAD is served by GET
         plans["HEAD"] = plans["GET"]
@@ -273,7 +275,7 @@ def _plans_of(registry: Registry, endpoint: str) -> dict[str, ToolPlan]:
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
            registry: Registry) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
-    plans = _plans_of(registry, endpoint)
+    plans = _plans_of(registry, endpoint, state)
     passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
 
     def gated_view(**kwargs: Any) -> Any:
@@ -394,7 +396,7 @@ def run_gate(
     if req is None:
         req = request._get_current_object()  # type: ignore[attr-defined]
     if plan is None:
-        plan = ToolPlan(tool)
+        plan = ToolPlan(tool, state)
     environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
     if verified is None and tool.options.allow_unsigned:
@@ -488,11 +490,11 @@ def _run(state: BailingState, tool: Tool, plan: ToolPlan, call: ToolCall, call_v
     except _ApprovalRefused as refused:  # its approval was spent already: nothing of it stays
         return _refuse(state, tool, call.verified, refused.info, call)
     except Exception as exc:  # Flask answers it (500, or the HTTPException's status)
-        _failed(state, tool, call, exc, started)
+        _failed(state, tool, call, exc, started, plan.audit)
         raise
     if guarded:
         environ[DECLARED_KEY] = response
-    _after(state, tool, call, response, started)
+    _after(state, tool, call, response, started, plan.audit)
     return response
 
 
@@ -509,14 +511,14 @@ def _refuse(
     return response
 
 
-def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float) -> None:
+def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float,
+           needs: audit.AuditNeeds) -> None:
     duration_ms = (time.perf_counter() - started) * 1000
-    if audit.wanted(state):  # else not one field of the record is looked up
+    if needs.wanted():  # else not one field of the record is looked up
         reason = None if response.status_code < 400 else "view_status"
         environ = request.environ
         _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
-               values=state.config.audit_argument_values and not tool.sensitive,
-               replayed=response.headers.get(REPLAY_HEADER) == "true",
+               values=needs.values, replayed=response.headers.get(REPLAY_HEADER) == "true",
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
     length = response.content_length if limit else 0  # set for every non-streamed body: no copy needed
@@ -536,7 +538,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
         tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
 
 
-def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float) -> None:
+def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float,
+            needs: audit.AuditNeeds) -> None:
     """The view raised: one record with the exception's class (never its message).
 
     The record waits for the status Flask (or the app's error handler)
@@ -547,8 +550,8 @@ def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, sta
     duration_ms = (time.perf_counter() - started) * 1000
     status = audit.exception_status(exc)
     environ = request.environ
-    if audit.wanted(state):  # else not one field of the record is looked up
-        values = state.config.audit_argument_values and not tool.sensitive
+    if needs.wanted():  # else not one field of the record is looked up
+        values = needs.values
         error = audit.exception_name(exc)
 
         def record(answered: int | None) -> None:

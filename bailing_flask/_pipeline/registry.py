@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from bailing_flask._pipeline.foreign import tool_inputs
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
+from bailing_flask._pipeline.strict_body import StrictBody, compile_body
 from bailing_flask._sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ToolDeclarationError
@@ -80,6 +81,8 @@ class Tool:
     declaration: Declaration | None = field(default=None, compare=False, repr=False)
     #: What ``result=`` and ``response=`` make of a successful answer (``None``: nothing).
     shaper: Shaper | None = field(default=None, compare=False, repr=False)
+    #: The body model compiled to validate the raw body in one pass (``None``: the two-step way).
+    body_plan: StrictBody | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def info(self) -> ToolInfo:
@@ -390,6 +393,7 @@ def _compile_tool(
         path_kinds=kinds,
         declaration=declaration,
         shaper=shaper,
+        body_plan=None if method == "GET" else compile_body(body),
     )
 
 
