@@ -14,7 +14,7 @@ import io
 import queue
 import tempfile
 import threading
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from bailing_flask.errors import SignatureError
 
@@ -58,9 +58,10 @@ def _read(source: IO[bytes], size: int) -> bytes | bytearray:
         raw = _RAW_STREAM[source.__class__] = isinstance(source, io.RawIOBase)
     if not raw:
         return source.read(size)
+    stream = cast(io.RawIOBase, source)  # a raw stream, by the check above
     buffer = bytearray(size)
     with memoryview(buffer) as view:
-        count = source.readinto(view)
+        count = stream.readinto(view)
     if count is None or not 0 <= count <= size:
         raise ValueError(f"readinto returned {count!r} for {size} bytes")
     del buffer[count:]
