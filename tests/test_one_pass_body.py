@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import from_json
 
 from bailing_flask._pipeline.strict_body import compile_body
@@ -138,3 +138,100 @@ def test_the_one_pass_accepts_exactly_what_the_two_step_way_accepts(body):
     else:
         assert got is not None and type(got) is Note
         assert repr(got.model_dump()) == repr(expected.model_dump())
+
+
+# -- what a review found: the one pass must never decide differently ---------------------------------
+
+
+class ReferenceField(BaseModel):
+    account: str = Field(coerce_numbers_to_str=True)
+
+
+class ReferenceConfig(BaseModel):
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+    account: str
+
+
+class ReferenceNested(BaseModel):
+    inner: ReferenceConfig
+
+
+@pytest.mark.parametrize("model", [ReferenceField, ReferenceConfig, ReferenceNested])
+def test_numbers_coerced_to_strings_keep_the_two_step_way_that_writes_1_0_as_1_0(model: Any) -> None:
+    """pydantic's JSON mode would make ``1.0`` the string ``"1"``: another account number."""
+    assert compile_body(model) is None
+
+
+class Guarded(BaseModel):
+    amount: int
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in type(self).model_fields:
+            raise AttributeError(f"no field {name!r}")
+        super().__setattr__(name, value)
+
+
+ACCOUNTS = {"acc-1": "alice"}
+
+
+class Payout(BaseModel):
+    account: str
+
+    @field_validator("account")
+    @classmethod
+    def known(cls, value: str) -> str:
+        ACCOUNTS[value]  # the app's lookup: a KeyError for an unknown account
+        return value
+
+
+def test_a_model_with_its_own_setattr_is_handed_out_as_declared() -> None:
+    compiled = compile_body(Guarded)
+    assert compiled is not None
+    instance = compiled.validate(b'{"amount": 5}')
+    assert type(instance) is Guarded and instance.amount == 5
+
+
+def test_a_validator_that_raises_lets_the_two_step_way_refuse_the_unknown_key_first() -> None:
+    compiled = compile_body(Payout)
+    assert compiled is not None
+    assert compiled.validate(b'{"account": "ghost", "approve": true}') is None
+    assert compiled.validate(b'{"account": "acc-1"}') == Payout(account="acc-1")
+
+
+def test_over_a_real_call_the_review_cases_answer_as_before(live_server: Any) -> None:
+    from flask import Flask, jsonify
+
+    from bailing_flask import Bailing, get_current_call, tool
+    from bailing_flask.testing import HubSimulator
+
+    app = Flask(__name__)
+    Bailing(app, secrets=[SECRET], store="memory://")
+
+    @app.post("/guarded")
+    @tool(scope="g.write", body=Guarded, authorizer=lambda call: True)
+    def guarded() -> Any:
+        """Guarded."""
+        return jsonify(type=type(get_current_call().body).__name__)
+
+    @app.post("/payouts")
+    @tool(scope="p.write", body=Payout, authorizer=lambda call: True)
+    def payouts() -> Any:
+        """Payouts."""
+        return jsonify(ok=True)
+
+    @app.post("/references")
+    @tool(scope="r.write", body=ReferenceField, authorizer=lambda call: True)
+    def references() -> Any:
+        """References."""
+        return jsonify(args=dict(get_current_call().args))
+
+    hub = HubSimulator(live_server(app), SECRET)
+    assert hub.call("guarded", {"amount": 5}, subject="u1").json() == {"type": "Guarded"}
+    refused = hub.call("payouts", {"account": "ghost", "approve": True}, subject="u1")
+    assert refused.status == 422 and refused.json()["reason"] == "unknown_parameter"
+    # the hub writes numbers as JavaScript does (1.0 is "1"); another signed client may send "1.0"
+    raw = b'{"account": 1.0}'
+    headers = signed_headers(SECRET, "POST", "/references", raw, subject="u1", job_id="job-ref")
+    answer = app.test_client().post("/references", data=raw,
+                                    headers={**headers, "Content-Type": "application/json"})
+    assert answer.json == {"args": {"account": "1.0"}}

@@ -28,6 +28,17 @@ JSON mode decides differently from its Python mode on parsed JSON:
   subclasses run code of their own (``__init_subclass__``, another
   metaclass such as SQLModel's): the twin must not be a surprise to it.
 
+* ``coerce_numbers_to_str`` anywhere (a field's, a model's or a nested
+  model's): the JSON mode writes ``1.0`` as ``"1"``, the two-step way as
+  ``"1.0"``.
+
+A validator of the app's that raises something other than a validation
+error (a lookup's ``KeyError``) makes the twin step aside too: the two-step
+way then refuses an unknown key first, as before, or raises the same error.
+A model's validators run on its twin's class during the one pass (``cls``
+is the twin, a subclass of the declared model, which the registry makes
+once per tool).
+
 Two differences are in the body itself, and the twin leaves them to the
 two-step way: an integer literal of 309 digits or more (beyond a float's
 range: the JSON mode makes it ``inf`` for a ``float``, the two-step way
@@ -43,7 +54,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 __all__ = ["StrictBody", "compile_body"]
 
@@ -74,10 +85,11 @@ class StrictBody:
             return None
         try:
             instance = self.twin.model_validate_json(raw)
-        except ValidationError:
-            return None
+        except Exception:  # noqa: BLE001 - a refusal, or a validator of the app's that raised:
+            return None  # the two-step way decides (an unknown key first), as it always did
         if self.twin is not self.model:
-            instance.__class__ = self.model  # same layout: the twin adds no slot
+            # same layout (the twin adds no slot); past the model's own __setattr__, if it has one
+            object.__setattr__(instance, "__class__", self.model)
         return instance
 
 
@@ -90,8 +102,8 @@ def _types(schema: Any) -> Iterator[str]:
             kind = node.get("type")
             if isinstance(kind, str):
                 yield kind
-            if node.get("strict") is True:
-                yield "strict"
+            if node.get("strict") is True or node.get("coerce_numbers_to_str") is True:
+                yield "strict"  # (the JSON mode writes a number's string its own way)
             for key, value in node.items():
                 if key not in ("cls", "metadata", "function", "serialization") and isinstance(
                         value, (dict, list, tuple)):
@@ -141,7 +153,8 @@ def compile_body(model: Any) -> StrictBody | None:
         types = set(_types(schema))
     except Exception:  # a model pydantic could not complete: the two-step way reports it
         return None
-    if types & _JSON_DIFFERS or "strict" in types or model.model_config.get("strict"):
+    config = model.model_config
+    if types & _JSON_DIFFERS or "strict" in types or config.get("strict") or config.get("coerce_numbers_to_str"):
         return None
     inner = schema.get("schema") if isinstance(schema, dict) else None
     if schema.get("type") != "model" or not isinstance(inner, dict) or inner.get("type") != "model-fields":
