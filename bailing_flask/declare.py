@@ -506,6 +506,18 @@ ADMITTED_KEY = "bailing.gate"
 EXERCISE_KEY = "bailing.exercise"
 
 
+class ExerciseStop(BaseException):
+    """Raised where the declared view would run, for an admitted exercise request.
+
+    Caught by the exercise around its own request, outside the app: not by
+    the gate (which has no exercise mode), nor by a decorator or an error
+    handler that catches ``Exception`` (so a caching decorator on the way
+    stores nothing, and no error page is rendered for it). The
+    de-duplication runner releases the call's claim for it quietly: the
+    view never ran, so nothing of its effect happened.
+    """
+
+
 def get_declaration(view: Any) -> Declaration | None:
     """The declaration carried by a view function or method, if any."""
     return getattr(view, _DECLARATION_ATTR, None)

@@ -96,6 +96,10 @@ def test_the_exercise_passes_with_replays_rejected_and_leaves_the_apps_store_unt
     store = idempotency_of(state_of(app)).store()
     report = run_exercise(app, subject="t1:alice")
     assert report.ok, report.render()
+    # the stack and subject checks' requests are signed apart: neither is a replay of the other
+    assert one(report, "tool order_get", "stack").status == "pass", report.render()
+    assert one(report, "tool order_get", "subject").status == "pass", report.render()
+    assert ran.count("view order_get") == 1
     assert idempotency_of(state_of(app)).store() is store
     # neither the exercise's signatures nor its calls went to the app's store
     assert (store._entries, store._signatures) == ({}, {})  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ included.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import time
@@ -42,7 +43,7 @@ from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, fin
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
-from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, get_declaration
+from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, get_declaration
 from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import idempotency_of
@@ -53,7 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.declare import Declaration
 
 __all__ = ["install_gates", "gate_view_functions", "explain_unrouted", "run_declared_view", "GATE_KEY",
-           "EXERCISE_KEY", "ExerciseProbe", "ExerciseStop", "leads_to_declaration", "ToolPlan"]
+           "EXERCISE_KEY", "ExerciseProbe", "ExerciseStop", "leads_to_declaration", "ToolPlan",
+           "take_unsigned_here"]
 
 logger = logging.getLogger("bailing_flask")
 
@@ -61,6 +63,20 @@ logger = logging.getLogger("bailing_flask")
 #: of the request, which the ``@tool`` wrapper (and a gate the app wrapped) only check.
 GATE_KEY = ADMITTED_KEY
 _MAX_NAMES = 20
+
+#: The one tool an unsigned request in this context may reach as if it declared
+#: ``allow_unsigned=True`` (the exercise's ``unsigned`` check, for its own request).
+#: Only code in the process sets it, in a context of its own: no header or environ key
+#: can, and no other thread or request sees it.
+_UNSIGNED_HERE: contextvars.ContextVar[Tool | None] = contextvars.ContextVar(
+    "bailing_flask.unsigned_here", default=None)
+
+
+def take_unsigned_here(tool: Tool) -> None:
+    """Let unsigned requests in the current context reach ``tool`` as if it declared
+    ``allow_unsigned=True``. For a context made for one request
+    (``contextvars.Context().run(...)``), which ends with it."""
+    _UNSIGNED_HERE.set(tool)
 
 
 class ExerciseProbe:
@@ -90,16 +106,6 @@ class ExerciseProbe:
         self.hook: tuple[Any, BaseException | None] | None = None
         #: the Flask-Login method that was called (``unauthorized``/``needs_refresh``)
         self.flask_login: str | None = None
-
-
-class ExerciseStop(BaseException):
-    """Raised where the declared view would run, for an admitted exercise request.
-
-    Caught by the exercise around its own request, outside the app: not by
-    the gate (which has no exercise mode), nor by a decorator or an error
-    handler that catches ``Exception`` (so a caching decorator on the way
-    stores nothing, and no error page is rendered for it).
-    """
 
 
 def leads_to_declaration(view: Callable[..., Any]) -> bool:
@@ -399,7 +405,7 @@ def run_gate(
         plan = ToolPlan(tool, state)
     environ = req.environ
     verified: VerifiedCall | None = environ.get(ENVIRON_KEY)
-    if verified is None and tool.options.allow_unsigned:
+    if verified is None and (tool.options.allow_unsigned or _UNSIGNED_HERE.get() is tool):
         return _unsigned(state, tool, call_view, kwargs, req)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
     if state.telemetry is not None:

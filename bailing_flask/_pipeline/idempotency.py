@@ -26,6 +26,7 @@ own database transaction, and a failure rolls back.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import itertools
 import logging
@@ -39,6 +40,7 @@ from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from bailing_flask.approvals import _spend_approval
+from bailing_flask.declare import ExerciseStop
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._sync import call_sync
 from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
@@ -214,6 +216,20 @@ class TransactionMode(Protocol):
     def adapter(self) -> Any: ...  # a TransactionAdapter, or None
 
 
+#: ``(runner, store)``: in this context the runner's records go to that store instead of
+#: its own (the exercise's throwaway store, for its own requests). Only code in the
+#: process sets it, in a context of its own: no header or environ key can, and no other
+#: thread or request sees it.
+_STORE_HERE: contextvars.ContextVar[tuple[Idempotency, IdempotencyStore] | None] = (
+    contextvars.ContextVar("bailing_flask.store_here", default=None))
+
+
+def use_store_here(runner: Idempotency, store: IdempotencyStore) -> None:
+    """In the current context, ``runner`` keeps its records in ``store``. For a context
+    made for one request (``contextvars.Context().run(...)``), which ends with it."""
+    _STORE_HERE.set((runner, store))
+
+
 def idempotency_of(state: BailingState) -> Idempotency:
     """The app's de-duplication runner (``init_app`` puts it on the state)."""
     runner: Idempotency = state.idempotency
@@ -242,6 +258,9 @@ class Idempotency:
 
     def store(self) -> IdempotencyStore:
         """The configured store, created on first use (``BAILING_STORE``: a URL or a store)."""
+        here = _STORE_HERE.get()
+        if here is not None and here[0] is self:
+            return here[1]
         if self._store is None:
             with self._lock:
                 if self._store is None:
@@ -360,7 +379,7 @@ class Idempotency:
         meta = _trusted_meta(plan.name, verified.job_id, verified.subject,
                              verified.unsigned.idempotency_key)
         try:
-            store = self._store or self.store()
+            store = self.store()
             if plan.approval:
                 held = _spend_approval(store, tool, call, key, token=token,
                                       lease_seconds=settings.lease,
@@ -419,6 +438,9 @@ class Idempotency:
         # app's own error handlers turn it into whatever response they like.
         try:
             response = answer_of(execute)
+        except ExerciseStop:
+            _release(store, key, token)  # the exercise stopped it before the view: nothing happened
+            raise
         except BaseException as exc:
             self._failed(store, plan, key, token, f"the view raised {type(exc).__name__}")
             raise
@@ -488,3 +510,12 @@ class Idempotency:
                 response.headers.add(name, value)
         response.headers[REPLAY_HEADER] = "true"
         return response
+
+
+def _release(store: IdempotencyStore, key: str, token: str) -> None:
+    """Give up a claim whose view never ran: an identical call may run."""
+    try:
+        store.release(key, token=token)
+    except StoreUnavailable:  # the entry turns uncertain when its lease runs out
+        logger.error("bailing: could not release call %s; it will show as uncertain when its "
+                     "lease runs out", key)

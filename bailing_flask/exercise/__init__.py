@@ -54,7 +54,8 @@ Flask-Login cannot use when the Flask-Login bridge is on.
 The gate has no exercise mode: every request of the exercise passes the
 same steps as the hub's, observed from outside the gate
 (:mod:`bailing_flask.exercise._admission`, :mod:`bailing_flask.exercise._watch`);
-its de-duplication and replay records go to a throwaway memory store.
+its de-duplication and replay records go to a throwaway memory store, for
+its own requests only.
 No view with a side effect ever runs. Anything else that answered is named
 (the ``before_request`` function, found by watching each one; the
 ``after_request`` function that rewrote a refusal; the redirect target;
@@ -76,7 +77,7 @@ from flask import Flask
 
 from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.exercise._admission import allowing_unsigned, throwaway_store, unguarded
+from bailing_flask.exercise._admission import for_this_request, unguarded
 from bailing_flask.exercise._database import databases, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
@@ -88,6 +89,7 @@ from bailing_flask._pipeline.gate import EXERCISE_KEY, ExerciseProbe, ExerciseSt
 from bailing_flask.integrations import login_user_problem
 from bailing_flask.lint import CompiledTool, compile_tools
 from bailing_flask.responses import REASON_HEADER
+from bailing_flask.stores.memory import MemoryStore
 from bailing_flask.wire.signing import primary_secret
 from bailing_flask.testing import PROBE_BODY, PROBE_SUBJECT, HubResponse, HubSimulator, catalog_headers, signed_headers
 from bailing_flask._pipeline.registry import registry_of
@@ -194,6 +196,8 @@ class _Exercise:
         self.report = ExerciseReport()
         self.watch = _Watch(app, self.state.callbacks)
         self.job = "exercise-" + uuid.uuid4().hex[:16]
+        #: where the de-duplication and replay records of the run's requests go
+        self.store = MemoryStore()
         self.databases = databases(app)
         self.views_ran: list[str] = []
         self.stacks_ran: set[str] = set()
@@ -372,10 +376,8 @@ class _Exercise:
             return HubResponse(200, {}, b"", None)
 
         def send() -> HubResponse:
+            for_this_request(self.state, self.store, where if probe.mode == "unsigned" else None)
             try:
-                if probe.mode == "unsigned" and where is not None:
-                    with allowing_unsigned(self.state, *where):
-                        return self.hub.send(method, target, headers, body, None, environ={EXERCISE_KEY: probe})
                 return self.hub.send(method, target, headers, body, None, environ={EXERCISE_KEY: probe})
             except ExerciseStop:  # admitted, and stopped where the declared view would run
                 outcome = {"exercise": "reached" if probe.reached_view else "stopped", "mode": probe.mode}
@@ -383,7 +385,8 @@ class _Exercise:
                                    json.dumps(outcome).encode(), None)
 
         # each request in a fresh context: under `flask bailing ...` an app context is
-        # already pushed, and requests would share its `g` (Flask-Login keeps its user there)
+        # already pushed, and requests would share its `g` (Flask-Login keeps its user there);
+        # the throwaway store and the unsigned flag are set in it, for this request alone
         return contextvars.Context().run(send)
 
     def send(self, mode: str, tool: CompiledTool, args: dict[str, Any], subject: str | None
@@ -393,7 +396,9 @@ class _Exercise:
         if registered is not None:
             self.targets[id(probe)] = (registered.endpoint, registered.method)
         self.sent.setdefault((tool.name, subject), probe)
-        call = self.hub.build_call(tool.name, args, subject=subject, job_id=self.job)
+        # a job id of its own for each check: two checks' requests are never byte-identical
+        # (with BAILING_REJECT_REPLAYS the second would be refused as a replay)
+        call = self.hub.build_call(tool.name, args, subject=subject, job_id=f"{self.job}-{mode}")
         return probe, self._send(call.method, call.path_with_query, call.headers, call.body, probe)
 
     def endpoint(self, target: str, send: Callable[[ExerciseProbe], HubResponse],
@@ -714,8 +719,7 @@ class _Exercise:
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
         with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
-                recording(self.app, self.buckets), recording_reads(self.app, self.reads), \
-                throwaway_store(self.state):
+                recording(self.app, self.buckets), recording_reads(self.app, self.reads):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
@@ -748,6 +752,18 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
         :class:`~bailing_flask.testing.HubSimulator`). The hub signs only
         the path and query: the scheme changes what the app's hooks see
         (an HTTPS-only app redirects ``http``), never the signature.
+
+    Only the exercise's own requests see its throwaway de-duplication store
+    and the ``allow_unsigned`` flag of its ``unsigned`` check (each request
+    is sent in a context of its own). What it still changes for the whole
+    process while it runs, and puts back afterwards: the app's
+    ``before_request`` and ``after_request`` lists, its request class, the
+    subject loader and authorizer, Flask-Login's ``unauthorized`` and
+    ``needs_refresh``, Flask-HTTPAuth's ``authenticate`` methods, an
+    admission hook and receivers of ``tool_denied`` and Flask's request
+    signals (each of these only records, and only for its own requests),
+    and a SQLAlchemy engine's commits, which roll back for every
+    connection. Run it in a process that serves no traffic.
     """
     from bailing_flask._state import state_of
 

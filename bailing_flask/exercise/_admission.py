@@ -6,60 +6,45 @@ approval, the replay check and the admission hooks. What the exercise needs
 it gets from outside the gate, for its own run only, and puts back:
 
 * the de-duplication and replay records of its calls go to a throwaway
-  memory store (:func:`throwaway_store`), never to the app's store: the
-  exercise's calls are never repeats of the hub's, nor the hub's of them;
-* an unsigned request (the ``unsigned`` check) goes to a tool flagged
-  ``allow_unsigned=True`` for that one request (:func:`allowing_unsigned`),
-  so that the gate lets it through to the view's decorators exactly as it
-  would for a tool that declares it, validation of the human's arguments
-  included; the view itself never runs (the exercise stops there);
+  memory store of the run (:func:`for_this_request`), never to the app's
+  store: the exercise's calls are never repeats of the hub's, nor the hub's
+  of them;
+* an unsigned request (the ``unsigned`` check) reaches a tool as if it
+  declared ``allow_unsigned=True`` (:func:`for_this_request`), so that the
+  gate lets it through to the view's decorators exactly as it would for a
+  tool that declares it, validation of the human's arguments included; the
+  view itself never runs (the exercise stops there);
 * a stack that does not lead through the ``@tool`` wrapper (``@tool`` above
   the route decorator) is never sent an admitted request: nothing would stop
   it before the view (:func:`unguarded`).
 
-The flag and the store are the process's own for the duration: like the
-rest of the exercise, run it in a process that serves no traffic.
+The store and the flag hold for the exercise's own request only: each is
+sent in a context of its own (``contextvars.Context().run(...)``) and both
+are set in it, where no other thread or request sees them and no header or
+environ key can set them. A hub call served meanwhile by the same process
+keeps the app's store and the tool's own ``allow_unsigned``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-from bailing_flask._pipeline.gate import leads_to_declaration
-from bailing_flask._pipeline.idempotency import idempotency_of
+from bailing_flask._pipeline.gate import leads_to_declaration, take_unsigned_here
+from bailing_flask._pipeline.idempotency import idempotency_of, use_store_here
 from bailing_flask._pipeline.registry import registry_of
-from bailing_flask.stores.memory import MemoryStore
+from bailing_flask.stores import IdempotencyStore
 
-__all__ = ["throwaway_store", "allowing_unsigned", "unguarded"]
-
-
-@contextlib.contextmanager
-def throwaway_store(state: Any) -> Iterator[None]:
-    """For the run: the idempotency and replay records go to a memory store of their own."""
-    runner = idempotency_of(state)
-    saved = runner._store
-    runner._store = MemoryStore()
-    try:
-        yield
-    finally:
-        runner._store = saved
+__all__ = ["for_this_request", "unguarded"]
 
 
-@contextlib.contextmanager
-def allowing_unsigned(state: Any, endpoint: str, method: str) -> Iterator[None]:
-    """For one request: the tool at ``endpoint``/``method`` takes unsigned requests."""
-    tool = registry_of(state).by_endpoint.get((endpoint, method))
-    if tool is None or tool.options.allow_unsigned:
-        yield
-        return
-    options = tool.options
-    object.__setattr__(tool, "options", options.model_copy(update={"allow_unsigned": True}))
-    try:
-        yield
-    finally:
-        object.__setattr__(tool, "options", options)
+def for_this_request(state: Any, store: IdempotencyStore, unsigned_to: tuple[str, str] | None) -> None:
+    """In the current context (the exercise's one request): records go to ``store``, and
+    the tool at ``unsigned_to`` (endpoint, method) takes unsigned requests."""
+    use_store_here(idempotency_of(state), store)
+    if unsigned_to is not None:
+        tool = registry_of(state).by_endpoint.get(unsigned_to)
+        if tool is not None and not tool.options.allow_unsigned:
+            take_unsigned_here(tool)
 
 
 def unguarded(state: Any, endpoint: str) -> bool:
