@@ -430,7 +430,7 @@ class Verifier(_KeyRing):
         The hub never sends one; an app that read it would act on bytes the
         hub never meant to send.
         """
-        if body_length and method in ("GET", "HEAD"):
+        if body_length and method in _BODYLESS:
             raise SignatureError("unexpected_body")
 
     def match(
@@ -465,13 +465,7 @@ class Verifier(_KeyRing):
         """
         if body_length and method in _BODYLESS:
             raise SignatureError("unexpected_body")
-        message = canonical_tool_call(
-            timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id
-        )
-        label = self._match(message, signature)
-        if label is None:
-            raise _refusal(signature)
-        return label
+        return self.match(signature, timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id)
 
     def verify(
         self,
