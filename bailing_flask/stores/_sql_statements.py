@@ -167,10 +167,13 @@ def statements_for(dialect: Dialect, returning: bool) -> Statements:
     least = "LEAST"
     limit_cleanup: tuple[str, ...]
     if dialect == "postgresql":
+        # the batch is chosen once (a materialized CTE): a LIMIT in an IN (...) subquery may be
+        # evaluated again (a re-planned semi-join, a concurrent update's recheck) and delete more
         limit_cleanup = tuple(
-            f"DELETE FROM {table} WHERE {pk} IN (SELECT {pk} FROM {table} "
-            "WHERE expires_at <= %(now)s ORDER BY expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
-            "AND expires_at <= %(now)s"
+            f"WITH doomed AS MATERIALIZED (SELECT {pk} FROM {table} WHERE expires_at <= %(now)s "
+            f"ORDER BY expires_at, {pk} LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
+            f"DELETE FROM {table} USING doomed WHERE {table}.{pk} = doomed.{pk} "
+            f"AND {table}.expires_at <= %(now)s"
             for table, pk in ((ENTRIES, "entry_key"), (SIGNATURES, "signature"),
                               (APPROVALS, "approval_id"))
         )
