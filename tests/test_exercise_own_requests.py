@@ -6,7 +6,7 @@ its calls in a throwaway store. Both hold in the context each of its
 requests is sent in, and nowhere else: a client of the app, or the hub,
 served by the same process while the exercise holds one of its requests in
 a slow decorator, meets the tool's own ``allow_unsigned`` and the app's own
-store. Each check signs its own job id (so ``BAILING_REJECT_REPLAYS`` never
+store, and its commits commit (the exercise's own are rolled back). Each check signs its own job id (so ``BAILING_REJECT_REPLAYS`` never
 refuses one check's request as a repeat of another's), and a call the
 exercise stops before the view is never recorded as uncertain.
 """
@@ -30,6 +30,7 @@ from bailing_flask.exercise import run_exercise
 from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER
 from bailing_flask.testing import HubSimulator
 
+from .apps import exercise_db_app
 from .helpers import STRONG_SECRET
 
 DEADLINE = 60.0
@@ -142,3 +143,32 @@ def test_a_write_tools_call_the_exercise_stops_before_the_view_is_never_logged_a
     logged = [record.getMessage() for record in caplog.records]
     assert not [message for message in logged if "uncertain" in message or "ExerciseStop" in message]
     assert ran == []
+
+
+def get(base_url: str, path: str) -> int:
+    url = urlsplit(base_url)
+    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=DEADLINE)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy", "dbapi"])
+def test_a_request_served_meanwhile_commits_while_the_exercises_own_writes_are_rolled_back(
+        live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("EXERCISE_DB", str(tmp_path / "app.db"))
+    held = Held()
+    app = exercise_db_app.create_app(kind, hold=held)
+    base_url = live_server(app)
+    # the app's before_request function logs and commits a visit on every request, a 404 included
+    thread, got = while_held(held, lambda: get(base_url, "/not-a-tool"))
+    report = run_exercise(app, subject="t1:alice")
+    thread.join(DEADLINE)
+    assert held.holding.is_set() and got == [404]
+    assert any("every write was rolled back" in line for line in report.ran), report.ran
+    # the outside visit stays; none of the exercise's visits and charges does
+    assert exercise_db_app.rows() == {"visits": 1, "users": 1, "charges": 0}

@@ -78,7 +78,7 @@ from flask import Flask
 from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._admission import for_this_request, unguarded
-from bailing_flask.exercise._database import databases, rolled_back
+from bailing_flask.exercise._database import databases, roll_back_here, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
 from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
@@ -377,6 +377,7 @@ class _Exercise:
 
         def send() -> HubResponse:
             for_this_request(self.state, self.store, where if probe.mode == "unsigned" else None)
+            roll_back_here()
             try:
                 return self.hub.send(method, target, headers, body, None, environ={EXERCISE_KEY: probe})
             except ExerciseStop:  # admitted, and stopped where the declared view would run
@@ -386,7 +387,7 @@ class _Exercise:
 
         # each request in a fresh context: under `flask bailing ...` an app context is
         # already pushed, and requests would share its `g` (Flask-Login keeps its user there);
-        # the throwaway store and the unsigned flag are set in it, for this request alone
+        # the throwaway store, the unsigned flag and the rollback are set in it, for this request alone
         return contextvars.Context().run(send)
 
     def send(self, mode: str, tool: CompiledTool, args: dict[str, Any], subject: str | None
@@ -762,8 +763,10 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
     ``needs_refresh``, Flask-HTTPAuth's ``authenticate`` methods, an
     admission hook and receivers of ``tool_denied`` and Flask's request
     signals (each of these only records, and only for its own requests),
-    and a SQLAlchemy engine's commits, which roll back for every
-    connection. Run it in a process that serves no traffic.
+    and a SQLAlchemy engine's commit, which rolls back in the exercise's own
+    requests only. A request served meanwhile keeps the app's behaviour,
+    but the lists change under it: run it in a process that serves no
+    traffic.
     """
     from bailing_flask._state import state_of
 

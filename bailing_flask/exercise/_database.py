@@ -8,13 +8,18 @@ takes the writes back:
 
 * a SQLAlchemy engine (Flask-SQLAlchemy's, or the one of
   :class:`~bailing_flask.transactional.SQLAlchemyTransaction`): for the
-  duration of the exercise every ``COMMIT`` through the engine is a
+  exercise's own requests every ``COMMIT`` through the engine is a
   ``ROLLBACK``, so a commit discards instead of keeping, and what was not
   committed is rolled back when the connection goes back to the pool;
 * :class:`~bailing_flask.transactional.DBAPITransaction`: the connection
-  ``get_db()`` keeps in ``flask.g`` is handed to the app, for each request,
-  through a proxy whose ``commit()`` rolls back, and the request's work is
-  rolled back when the request ends.
+  ``get_db()`` keeps in ``flask.g`` is handed to the app, for each of the
+  exercise's requests, through a proxy whose ``commit()`` rolls back, and
+  the request's work is rolled back when the request ends.
+
+Both hold for the exercise's requests only: each is sent in a context of
+its own, which :func:`roll_back_here` marks, and the engine's commit and
+the ``before_request`` function ask that mark. A request the same process
+serves meanwhile (another thread, the hub's call) commits as it always does.
 
 Anything else (another database, a file, an e-mail, an HTTP call, a
 transaction block the app opens itself on a DB-API connection such as
@@ -25,6 +30,7 @@ what it reaches before it runs.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +39,19 @@ from flask import Flask, g
 
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, resolve_adapter
 
-__all__ = ["Database", "databases", "rolled_back"]
+__all__ = ["Database", "databases", "rolled_back", "roll_back_here"]
+
+#: Whether the writes of the current context are taken back: set only in the context
+#: of one of the exercise's requests (:func:`roll_back_here`), which no other thread or
+#: request sees, and which no header or environ key can set.
+_ROLL_BACK_HERE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bailing_flask.roll_back_here", default=False)
+
+
+def roll_back_here() -> None:
+    """Take back what the app commits in the current context. For a context made for
+    one of the exercise's requests (``contextvars.Context().run(...)``), which ends with it."""
+    _ROLL_BACK_HERE.set(True)
 
 
 @dataclass
@@ -110,10 +128,17 @@ def databases(app: Flask) -> list[Database]:
 
 @contextlib.contextmanager
 def _engine_commits_roll_back(engine: Any) -> Iterator[None]:
+    """While the block runs, a commit through ``engine`` in a context :func:`roll_back_here`
+    marked is a rollback; every other commit commits."""
     dialect = engine.dialect
     had_own = "do_commit" in vars(dialect)
     saved = vars(dialect).get("do_commit")
-    dialect.do_commit = dialect.do_rollback
+    commit, rollback = dialect.do_commit, dialect.do_rollback
+
+    def do_commit(dbapi_connection: Any) -> None:
+        (rollback if _ROLL_BACK_HERE.get() else commit)(dbapi_connection)
+
+    dialect.do_commit = do_commit
     try:
         yield
     finally:
@@ -159,6 +184,8 @@ class _DBAPIRollback:
         self.unreachable: str | None = None
 
     def begin(self) -> None:
+        if not _ROLL_BACK_HERE.get():  # not one of the exercise's requests: the app's own
+            return
         try:
             conn, _ = self.adapter.connection()
         except Exception as exc:  # the app's own code answers for it when it asks

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, g, jsonify, request
@@ -46,7 +47,9 @@ def create_schema(path: str) -> None:
         conn.execute("INSERT OR IGNORE INTO users (subject) VALUES ('t1:alice')")
 
 
-def create_app(kind: str = "sqlalchemy", transaction: bool = True) -> Flask:
+def create_app(kind: str = "sqlalchemy", transaction: bool = True,
+               hold: Callable[[Any], Any] | None = None) -> Flask:
+    """``hold``: a decorator put in front of ``charge_credit`` on both tools (a test's pause)."""
     path = _path()
     create_schema(path)
     app = Flask(__name__)
@@ -83,7 +86,7 @@ def create_app(kind: str = "sqlalchemy", transaction: bool = True) -> Flask:
             commit()
             return view(*args, **kwargs)
 
-        return wrapper
+        return wrapper if hold is None else hold(wrapper)
 
     @app.get("/api/report")
     @charge_credit
