@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from werkzeug.datastructures import ImmutableMultiDict
+
 from bailing_flask.testing import signed_headers
 
 from .helpers import STRONG_SECRET
@@ -98,3 +101,31 @@ def test_validation_happens_before_authorization(hub):
     # a cross-tenant subject with bad arguments learns nothing about the data
     response = hub.call("order_search", {"page": 0}, subject="t2:u9")
     assert response.status == 422
+
+
+class AppsOwnArgs(ImmutableMultiDict):
+    """An app's own ``parameter_storage_class``: the gate reads it key by key."""
+
+
+def signed_get(app, target):
+    headers = signed_headers(STRONG_SECRET, "GET", target, b"", subject="t1:u1")
+    return app.test_client().get(target, headers=headers)
+
+
+@pytest.mark.parametrize("storage", [None, AppsOwnArgs], ids=["werkzeug's", "the app's own"])
+def test_a_query_is_checked_alike_whatever_the_apps_parameter_storage_class(authz_app, storage):
+    if storage is not None:
+        authz_app.request_class = type("Request", (authz_app.request_class,),
+                                       {"parameter_storage_class": storage})
+    once = signed_get(authz_app, "/api/orders?keyword=lamp&page=2")
+    assert once.status_code == 200, once.text
+    assert once.json["args"] == {"keyword": "lamp", "page": 2}
+    twice = signed_get(authz_app, "/api/orders?page=2&keyword=lamp&keyword=desk")
+    assert twice.status_code == 422
+    assert twice.json["reason"] == "invalid_parameter"
+    assert [(e["parameter"], e["problem"]) for e in twice.json["errors"]] == [("keyword", "repeated")]
+    unknown = signed_get(authz_app, "/api/orders?limit=10&keyword=lamp&all=1")
+    assert unknown.status_code == 422
+    assert (unknown.json["reason"], unknown.json["parameters"]) == ("unknown_parameter", ["all", "limit"])
+    empty = signed_get(authz_app, "/api/orders?&")  # a query string with no parameter in it
+    assert empty.status_code == 200, empty.text

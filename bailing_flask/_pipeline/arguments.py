@@ -19,10 +19,12 @@ from __future__ import annotations
 import functools
 import io
 import json
+import operator
 from types import MappingProxyType
 from typing import Any
 
 from flask import Request, current_app
+from werkzeug.datastructures import ImmutableMultiDict, MultiDict
 from pydantic import BaseModel, ValidationError
 
 try:
@@ -124,6 +126,12 @@ def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
     return dict((schema or {}).get("properties") or {})
 
 
+#: werkzeug's query dicts that keep one list of values per key (its plain ``MultiDict``
+#: layout), which the query check reads without a Python call per key
+_LIST_PER_KEY = (ImmutableMultiDict, MultiDict)
+_first = operator.itemgetter(0)
+
+
 def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
     model = tool.query_model
     if not request.environ.get("QUERY_STRING"):  # the common POST: nothing to parse
@@ -139,54 +147,48 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
             {"parameter": "(query)", "location": "query", "problem": "not_utf8",
              "message": "The query string is not UTF-8; the hub percent-encodes every value."}
         ]) from None
-    repeated = sorted(k for k in args if len(args.getlist(k)) > 1)
-    if repeated:
+    if args.__class__ in _LIST_PER_KEY:  # the usual storage class: counted and copied in C
+        lists = dict.values(args)
+        once = sum(map(len, lists)) == len(args)
+        values: dict[str, Any] | None = dict(zip(dict.keys(args), map(_first, lists))) if once else None
+    else:  # an app's own parameter_storage_class
+        once = all(len(args.getlist(k)) == 1 for k in args)
+        values = args.to_dict() if once else None
+    if values is None:
         raise ArgumentError("invalid_parameter", [
             {"parameter": k, "location": "query", "problem": "repeated",
-             "message": "This parameter was sent more than once."} for k in repeated
+             "message": "This parameter was sent more than once."}
+            for k in sorted(k for k in args if len(args.getlist(k)) > 1)
         ])
-    model = tool.query_model
     if model is None:
-        unknown = sorted(args.keys())
-        if unknown:
+        if values:
             raise ArgumentError("unknown_parameter", [
-                {"parameter": k, "location": "query"} for k in unknown
+                {"parameter": k, "location": "query"} for k in sorted(values)
             ])
         return None, {}
     if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
-        return model.validate_query(args.to_dict(), ArgumentError)
+        return model.validate_query(values, ArgumentError)
     if not _allows_extra(model):
-        unknown = sorted(set(args.keys()) - _field_names(model))
-        if unknown:
+        names = _field_names(model)
+        if not names.issuperset(values):
             raise ArgumentError("unknown_parameter", [
-                {"parameter": k, "location": "query"} for k in unknown
+                {"parameter": k, "location": "query"} for k in sorted(set(values) - names)
             ])
-    return _checked_query(tool, model, args.to_dict())
+    return _checked_query(tool, model, values)
 
 
 def _checked_query(
     tool: Tool, model: type[BaseModel], values: dict[str, Any]
 ) -> tuple[BaseModel, dict[str, Any]]:
-    properties = tool.query_properties
-    try:
-        query = model.model_validate(_as_the_hub_sent_them(values, properties))
-    except ValidationError as exc:
-        raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", properties)) from None
-    return query, query.model_dump()
-
-
-def _is_array(schema: Any) -> bool:
-    raw = schema.get("type") if isinstance(schema, dict) else None
-    return raw == "array" or (isinstance(raw, list) and "array" in raw)
-
-
-def _as_the_hub_sent_them(values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
-    """Split the comma-joined value of every array-typed query parameter."""
-    for name, schema in properties.items():
+    for name in tool.query_arrays:  # the hub joins an array's values with commas
         value = values.get(name)
-        if isinstance(value, str) and _is_array(schema):
+        if isinstance(value, str):
             values[name] = value.split(",") if value else []
-    return values
+    try:
+        query = model.model_validate(values)
+    except ValidationError as exc:
+        raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", tool.query_properties)) from None
+    return query, query.model_dump()
 
 
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")

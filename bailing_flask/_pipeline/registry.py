@@ -48,6 +48,12 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SAFE_LITERAL = re.compile(r"^[A-Za-z0-9\-._~!*'()/]*$")
 
 
+
+def is_array_schema(schema: Any) -> bool:
+    """Whether a JSON schema describes an array (``"type": "array"``, or a list of types with it)."""
+    raw = schema.get("type") if isinstance(schema, dict) else None
+    return raw == "array" or (isinstance(raw, list) and "array" in raw)
+
 @dataclass(frozen=True)
 class Tool:
     """One exported (or exportable) tool: a route, a method and its options."""
@@ -97,6 +103,11 @@ class Tool:
     def query_properties(self) -> dict[str, Any]:
         """Schema of each query parameter by name (argument validation reads it per call)."""
         return {p["name"]: p.get("schema") for p in self.parameters if p.get("in") == "query"}
+
+    @functools.cached_property
+    def query_arrays(self) -> tuple[str, ...]:
+        """The query parameters whose schema is an array: the hub joins their values with commas."""
+        return tuple(name for name, schema in self.query_properties.items() if is_array_schema(schema))
 
     @property
     def side_effecting(self) -> bool:
