@@ -149,9 +149,10 @@ class ToolCall:
 
 def get_current_call() -> ToolCall | None:
     """The current verified call, or ``None`` when the request is not signed by the hub."""
-    if not has_request_context():
-        raise RuntimeError("bailing_flask: current_call needs an active request")
-    environ = request.environ
+    try:
+        environ = request.environ  # one lookup: no has_request_context() before it
+    except RuntimeError:  # outside a request
+        raise RuntimeError("bailing_flask: current_call needs an active request") from None
     call: ToolCall | None = environ.get(TOOL_CALL_KEY)
     if call is not None:
         return call

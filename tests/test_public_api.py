@@ -116,3 +116,16 @@ def test_each_exported_name_is_the_object_of_the_module_that_owns_it():
         assert getattr(bailing_flask, name) is getattr(importlib.import_module(home), name), name
     assert set(bailing_flask._EXPORTS) == set(bailing_flask.__all__)
     assert set(bailing_flask.__all__) <= set(dir(bailing_flask))
+
+
+def test_the_current_call_outside_a_request_says_it_needs_one_and_inside_an_unsigned_one_is_none():
+    from flask import Flask
+
+    from bailing_flask import current_call, get_current_call
+
+    with pytest.raises(RuntimeError, match="current_call needs an active request"):
+        get_current_call()
+    with pytest.raises(RuntimeError, match="current_call needs an active request"):
+        current_call.subject  # noqa: B018  (the proxy looks the call up on access)
+    with Flask(__name__).test_request_context("/"):
+        assert get_current_call() is None
