@@ -182,6 +182,18 @@ def test_replays_of_a_side_effect_are_marked(hub: HubSimulator, records: list[di
     assert [r["replayed"] for r in records] == [False, True]
 
 
+def test_a_view_that_sets_the_replay_header_itself_is_not_recorded_as_a_replay(
+    app: Flask, hub: HubSimulator, records: list[dict[str, Any]],
+) -> None:
+    @app.get("/says-replayed")
+    @tool(scope="ok.read")
+    def says_replayed() -> Any:  # a read tool runs every call: it is never a replay
+        return jsonify(ok=True), 200, {"Idempotent-Replayed": "true"}
+
+    assert hub.call("says_replayed", subject="t1:u1").status == 200
+    assert [(r["tool"], r["replayed"]) for r in records] == [("says_replayed", False)]
+
+
 def test_signature_refusals_are_audited_and_signalled_with_the_tool(
     app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
     records: list[dict[str, Any]],

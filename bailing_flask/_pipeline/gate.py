@@ -500,7 +500,7 @@ def _run(state: BailingState, tool: Tool, plan: ToolPlan, call: ToolCall, call_v
         raise
     if guarded:
         environ[DECLARED_KEY] = response
-    _after(state, tool, call, response, started, plan.audit)
+    _after(state, tool, call, response, started, plan.audit, plan.repeats)
     return response
 
 
@@ -518,13 +518,16 @@ def _refuse(
 
 
 def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, started: float,
-           needs: audit.AuditNeeds) -> None:
+           needs: audit.AuditNeeds, repeats: bool) -> None:
     duration_ms = (time.perf_counter() - started) * 1000
     if needs.wanted():  # else not one field of the record is looked up
-        reason = None if response.status_code < 400 else "view_status"
+        status = response.status_code
         environ = request.environ
-        _audit(state, tool, call.verified, response.status_code, reason, call, duration_ms=duration_ms,
-               values=needs.values, replayed=response.headers.get(REPLAY_HEADER) == "true",
+        # only a de-duplicated call can be a replay (and a missing header raises inside werkzeug)
+        replayed = repeats and REPLAY_HEADER in response.headers and \
+            response.headers[REPLAY_HEADER] == "true"
+        _audit(state, tool, call.verified, status, None if status < 400 else "view_status", call,
+               duration_ms=duration_ms, values=needs.values, replayed=replayed,
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
     length = response.content_length if limit else 0  # set for every non-streamed body: no copy needed
