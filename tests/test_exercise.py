@@ -9,13 +9,15 @@ effect may run.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, copy_current_request_context
 
 from bailing_flask.exercise import ExerciseReport, run_exercise
 from bailing_flask.testing import HubSimulator
@@ -406,3 +408,35 @@ def test_the_cli_names_the_after_request_function():
     assert result.returncode == 1
     assert ("culprit: after_request function tests.apps.exercise_apps.rewrites_refusals.<locals>.always_ok "
             "rewrote it") in result.stdout
+
+
+def in_a_thread(view: Any) -> Any:
+    """An app's decorator that runs the view in a thread it hands the request to, and waits."""
+    @functools.wraps(view)
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        got: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                got.append((True, view(*args, **kwargs)))
+            except BaseException as exc:  # the exercise stops a write tool's call before its view
+                got.append((False, exc))
+
+        thread = threading.Thread(target=copy_current_request_context(run))
+        thread.start()
+        thread.join(60)
+        ok, value = got[0]
+        if not ok:
+            raise value
+        return value
+
+    return decorated
+
+
+def test_what_a_thread_the_view_hands_its_request_to_commits_is_rolled_back_too(db_file):
+    app = exercise_db_app.create_app("sqlalchemy", hold=in_a_thread)
+    before = exercise_db_app.rows()
+    report = run_exercise(app, subject="t1:alice")
+    assert "charge_credit" in exercise_db_app.CALLS  # the decorator charged, in its thread ...
+    assert exercise_db_app.rows() == before  # ... and none of its charges stays
+    assert any("every write was rolled back" in line for line in report.ran), report.ran

@@ -20,6 +20,10 @@ Both hold for the exercise's requests only: each is sent in a context of
 its own, which :func:`roll_back_here` marks, and the engine's commit and
 the ``before_request`` function ask that mark. A request the same process
 serves meanwhile (another thread, the hub's call) commits as it always does.
+A thread the view hands its request to (``copy_current_request_context``)
+commits through the engine in that request, and is rolled back too; a thread
+that runs without the request (only an app context, or none), and the
+connection a DB-API thread opens for itself, commit as they always do.
 
 Anything else (another database, a file, an e-mail, an HTTP call, a
 transaction block the app opens itself on a DB-API connection such as
@@ -35,8 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask, g
+from flask import Flask, g, has_request_context, request
 
+from bailing_flask.declare import EXERCISE_KEY
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, resolve_adapter
 
 __all__ = ["Database", "databases", "rolled_back", "roll_back_here"]
@@ -136,7 +141,7 @@ def _engine_commits_roll_back(engine: Any) -> Iterator[None]:
     commit, rollback = dialect.do_commit, dialect.do_rollback
 
     def do_commit(dbapi_connection: Any) -> None:
-        (rollback if _ROLL_BACK_HERE.get() else commit)(dbapi_connection)
+        (rollback if _ROLL_BACK_HERE.get() or _handed_an_exercise_request() else commit)(dbapi_connection)
 
     dialect.do_commit = do_commit
     try:
@@ -146,6 +151,12 @@ def _engine_commits_roll_back(engine: Any) -> Iterator[None]:
             dialect.do_commit = saved
         else:
             del dialect.do_commit
+
+
+def _handed_an_exercise_request() -> bool:
+    """A thread the view hands its request to (``copy_current_request_context``, an executor)
+    runs in a context of its own, without the mark, but in the exercise's request."""
+    return has_request_context() and EXERCISE_KEY in request.environ
 
 
 class _Uncommitted:
