@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from werkzeug.datastructures import ImmutableMultiDict
 
 from bailing_flask.testing import signed_headers
@@ -129,3 +131,30 @@ def test_a_query_is_checked_alike_whatever_the_apps_parameter_storage_class(auth
     assert (unknown.json["reason"], unknown.json["parameters"]) == ("unknown_parameter", ["all", "limit"])
     empty = signed_get(authz_app, "/api/orders?&")  # a query string with no parameter in it
     assert empty.status_code == 200, empty.text
+
+
+KEYS = ["keyword", "page", "all", "limit", "", "a%20b", "k+y", "%C3%A9", "%26", "page%00"]
+VALUES = ["", "lamp", "2", "-1", "x%2Cy", "%C3%A9", "%FF", "a=b"]
+PIECES = st.one_of(
+    st.just(""),  # "?&", "?a&&b": an empty piece
+    st.sampled_from(KEYS),  # "?a": a key without "="
+    st.builds("{}={}".format, st.sampled_from(KEYS), st.sampled_from(VALUES)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(PIECES, max_size=6), path=st.sampled_from(["/api/orders", "/api/whoami"]))
+def test_any_query_is_answered_alike_by_werkzeugs_storage_and_an_apps_own(authz_app, pieces, path):
+    # the app's own parameter_storage_class is read key by key, werkzeug's without a call per key:
+    # for any query string (repeats, unknown and blank keys, empty values, odd bytes) the answers agree
+    target = f"{path}?{'&'.join(pieces)}" if pieces else path
+    werkzeugs = authz_app.request_class
+    answers = []
+    for request_class in (werkzeugs, type("Request", (werkzeugs,), {"parameter_storage_class": AppsOwnArgs})):
+        authz_app.request_class = request_class
+        try:
+            response = signed_get(authz_app, target)
+        finally:
+            authz_app.request_class = werkzeugs
+        answers.append((response.status_code, response.get_json(silent=True)))
+    assert answers[0] == answers[1], target
