@@ -523,9 +523,9 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     if needs.wanted():  # else not one field of the record is looked up
         status = response.status_code
         environ = request.environ
-        # only a de-duplicated call can be a replay (and a missing header raises inside werkzeug)
-        replayed = repeats and REPLAY_HEADER in response.headers and \
-            response.headers[REPLAY_HEADER] == "true"
+        # only a de-duplicated call can be a replay: no header lookup for any other tool
+        # (``in`` on werkzeug's Headers raises and catches its missing-key exception too)
+        replayed = repeats and response.headers.get(REPLAY_HEADER) == "true"
         _audit(state, tool, call.verified, status, None if status < 400 else "view_status", call,
                duration_ms=duration_ms, values=needs.values, replayed=replayed,
                projected=environ.get(PROJECTION_KEY), environ=environ)
