@@ -194,6 +194,21 @@ def test_a_view_that_sets_the_replay_header_itself_is_not_recorded_as_a_replay(
     assert [(r["tool"], r["replayed"]) for r in records] == [("says_replayed", False)]
 
 
+def test_a_write_tools_first_run_with_its_own_replay_header_is_not_recorded_as_a_replay(
+    app: Flask, hub: HubSimulator, records: list[dict[str, Any]],
+) -> None:
+    @app.post("/says-replayed")
+    @tool(scope="ok.write")
+    def says_replayed_too() -> Any:  # de-duplicated: its first call runs, its repeat is a replay
+        return jsonify(ok=True), 201, {"Idempotent-Replayed": "true"}
+
+    request = hub.build_call("says_replayed_too", {}, subject="t1:u1")
+    assert hub.replay(request).status == 201
+    assert hub.replay(request).status == 201
+    assert [(r["tool"], r["replayed"]) for r in records] == [("says_replayed_too", False),
+                                                            ("says_replayed_too", True)]
+
+
 def test_signature_refusals_are_audited_and_signalled_with_the_tool(
     app: Flask, hub: HubSimulator, caplog: pytest.LogCaptureFixture,
     records: list[dict[str, Any]],

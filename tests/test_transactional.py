@@ -544,3 +544,17 @@ def test_a_missing_postgresql_fails_in_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception):
         _unavailable("initdb not found")
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy-sqlite", "sqlite3"])
+def test_the_audit_records_a_transaction_mode_repeat_as_replayed(request, tmp_path, kind):
+    from bailing_flask.signals import audit_record
+
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], **backend_config(kind, request, tmp_path))
+    hub = HubSimulator(app, STRONG_SECRET)
+    seen: list[dict[str, Any]] = []
+    audit_record.connect(lambda sender, record: seen.append(record), app, weak=False)
+    call = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    first, second = hub.replay(call), hub.replay(call)
+    assert (first.status, second.headers.get(REPLAY_HEADER)) == (201, "true")
+    assert [(r["tool"], r["replayed"]) for r in seen] == [("refund_create", False), ("refund_create", True)]

@@ -40,13 +40,13 @@ from bailing_flask._sync import call_sync
 from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
 from bailing_flask._pipeline.unsigned import warn_refused_credentials
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
-from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
+from bailing_flask.responses import ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
 from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, get_declaration
 from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 from bailing_flask._pipeline.registry import registry_of
-from bailing_flask._pipeline.idempotency import idempotency_of
+from bailing_flask._pipeline.idempotency import REPLAYED_KEY, idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._state import BailingState
@@ -523,9 +523,8 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
     if needs.wanted():  # else not one field of the record is looked up
         status = response.status_code
         environ = request.environ
-        # only a de-duplicated call can be a replay: no header lookup for any other tool
-        # (``in`` on werkzeug's Headers raises and catches its missing-key exception too)
-        replayed = repeats and response.headers.get(REPLAY_HEADER) == "true"
+        # answered from a record (not a view's own Idempotent-Replayed header): no header lookup
+        replayed = repeats and REPLAYED_KEY in environ
         _audit(state, tool, call.verified, status, None if status < 400 else "view_status", call,
                duration_ms=duration_ms, values=needs.values, replayed=replayed,
                projected=environ.get(PROJECTION_KEY), environ=environ)

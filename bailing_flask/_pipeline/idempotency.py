@@ -65,6 +65,9 @@ logger = logging.getLogger("bailing_flask")
 
 #: Whether this request's signature arrived for the first time (see :meth:`Idempotency.first_arrival`).
 FIRST_ARRIVAL_KEY = "bailing.first_arrival"
+#: Set when this request is answered from a completed call's record (the audit's ``replayed``):
+#: a view's own ``Idempotent-Replayed`` header on a first run is no replay.
+REPLAYED_KEY = "bailing.replayed"
 #: response headers never replayed from the store (nor any hop-by-hop header)
 _SKIPPED_HEADERS = {"content-length", "date", "server", "set-cookie"}
 #: the hop-by-hop headers of RFC 2616 section 13.5.1, as ``wsgiref.util.is_hop_by_hop`` knows them
@@ -509,6 +512,7 @@ class Idempotency:
             if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
                 response.headers.add(name, value)
         response.headers[REPLAY_HEADER] = "true"
+        request.environ[REPLAYED_KEY] = True
         return response
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, request
 
 from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_candidates, _refusal
-from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, store_refusal
+from bailing_flask._pipeline.idempotency import REPLAYED_KEY, Idempotency, answer_of, call_key, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
@@ -304,6 +304,7 @@ def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
         if not is_hop_by_hop(name):
             response.headers.add(name, value)
     response.headers[REPLAY_HEADER] = "true"
+    request.environ[REPLAYED_KEY] = True
     return response
 
 
