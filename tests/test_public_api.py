@@ -129,3 +129,38 @@ def test_the_current_call_outside_a_request_says_it_needs_one_and_inside_an_unsi
         current_call.subject  # noqa: B018  (the proxy looks the call up on access)
     with Flask(__name__).test_request_context("/"):
         assert get_current_call() is None
+
+
+def test_the_current_call_in_an_app_context_alone_needs_a_request_and_a_handed_request_has_it():
+    import threading
+    from collections.abc import Iterator
+
+    from flask import Flask, copy_current_request_context, stream_with_context
+
+    from bailing_flask import get_current_call
+
+    app = Flask(__name__)
+
+    def looked_up() -> str:
+        try:
+            return repr(get_current_call())
+        except RuntimeError as exc:
+            return str(exc)
+
+    with app.app_context():  # a CLI command, a job: no request
+        assert looked_up() == "bailing_flask: current_call needs an active request"
+    with app.test_request_context("/"):
+        seen: list[str] = []
+        thread = threading.Thread(target=copy_current_request_context(lambda: seen.append(looked_up())))
+        thread.start()
+        thread.join(60)
+        assert seen == ["None"]  # the thread is in the (unsigned) request
+
+    @app.get("/streamed")
+    def streamed() -> object:
+        def body() -> Iterator[str]:  # runs after the view returned, in the request it keeps
+            yield looked_up()
+
+        return app.response_class(stream_with_context(body()))
+
+    assert app.test_client().get("/streamed").get_data(as_text=True) == "None"
