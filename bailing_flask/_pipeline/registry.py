@@ -48,11 +48,11 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SAFE_LITERAL = re.compile(r"^[A-Za-z0-9\-._~!*'()/]*$")
 
 
-
 def is_array_schema(schema: Any) -> bool:
     """Whether a JSON schema describes an array (``"type": "array"``, or a list of types with it)."""
     raw = schema.get("type") if isinstance(schema, dict) else None
     return raw == "array" or (isinstance(raw, list) and "array" in raw)
+
 
 @dataclass(frozen=True)
 class Tool:
