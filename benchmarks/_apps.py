@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import io
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -283,6 +284,48 @@ def middleware_app(secret: str | None = None) -> Flask:
     app.wsgi_app = BailingMiddleware(  # type: ignore[method-assign]
         app.wsgi_app, secret or os.environ.get("BENCH_SECRET", SECRET), catalog_path=None
     )
+    return app
+
+
+#: The environ key :func:`verify_floor_app` puts the matched key's label under.
+FLOOR_KEY = "bench.floor_verified"
+
+
+def verify_floor_app(secret: str | None = None) -> Flask:
+    """The bare app behind the least a verifying WSGI layer must do: the floor under the middleware.
+
+    Reads the body (its declared length, one read), checks the signature
+    with :meth:`bailing_flask.wire.Verifier.verify` (the timestamp window,
+    the header formats, the body hash, the canonical string, one HMAC) and
+    hands the body back as a new stream. No raw request target, no body
+    limit, deadline or spooling, no record for the app: whatever
+    ``middleware_vs_bare`` stays below this one's ratio is not the
+    middleware's to win back.
+    """
+    from bailing_flask.wire import Verifier
+
+    app = bare_app()
+    verifier = Verifier(secret or os.environ.get("BENCH_SECRET", SECRET), window=WINDOW)
+    inner = app.wsgi_app
+    BytesIO = io.BytesIO
+
+    def floor(environ: dict[str, Any], start_response: Any) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        query = environ.get("QUERY_STRING", "")
+        environ[FLOOR_KEY] = verifier.verify(
+            signature=environ.get("HTTP_X_BAILING_SIGNATURE"),
+            timestamp=environ.get("HTTP_X_BAILING_TIMESTAMP"),
+            method=environ["REQUEST_METHOD"],
+            path_with_query=environ["PATH_INFO"] + ("?" + query if query else ""),
+            body=body,
+            on_behalf_of=environ.get("HTTP_X_BAILING_ON_BEHALF_OF", ""),
+            job_id=environ.get("HTTP_X_BAILING_JOB_ID", ""),
+        )
+        environ["wsgi.input"] = BytesIO(body)
+        return inner(environ, start_response)
+
+    app.wsgi_app = floor  # type: ignore[method-assign]
     return app
 
 

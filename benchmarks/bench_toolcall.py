@@ -9,6 +9,9 @@ start_response)``, what a server calls) with the same hub-signed environ:
   hand (HMAC verify + window, subject loader, pydantic, authorizer);
 * ``middleware`` - the bare app under ``BailingMiddleware`` alone (the
   signed request goes to an undeclared route: verification only);
+* ``verify_floor`` - the bare app under the least a verifying WSGI layer
+  must do (read the body, ``Verifier.verify``, hand the body back): the
+  floor ``middleware`` is measured against (no target);
 * ``tool`` - ``Bailing(app)`` with a subject loader, an authorizer and a
   ``@tool`` view with a pydantic body model (``repeats="safe"``), the
   audit logger off (Python's default: not enabled for ``INFO``);
@@ -30,7 +33,7 @@ The request is built by :class:`bailing_flask.testing.HubSimulator` from the
 catalog the tool app serves (the hub's own wire form: a 50-byte
 ``JSON.stringify`` body, ``URLSearchParams`` query, every hub header),
 signed once per block at most (re-signed when older than 120 s). POST (all
-eight variants) and GET (the first four) are two separate interleaved
+nine variants) and GET (the first five) are two separate interleaved
 series, timed on this thread's CPU clock.
 
 Counts (``benchmarks/_calls.py``): Python calls, ``LocalProxy`` lookups and
@@ -68,7 +71,7 @@ from ._harness import Result, Rounds, compare, median_ci, quartiles, ratio_resul
 from ._wsgi import FreshCalls, HubSigner, SameRequest, call_once, environ_for
 
 GROUP = "toolcall"
-VARIANTS = ("bare", "handwritten", "middleware", "tool")
+VARIANTS = ("bare", "handwritten", "middleware", "verify_floor", "tool")
 #: The POST series adds the audited tools and the default (de-duplicated) tool.
 POST_VARIANTS = VARIANTS + ("tool_audit_logging", "tool_audit_sink", "tool_audit_nohandler", "default")
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -113,7 +116,10 @@ def _check_answers(apps: dict[str, Any], env: dict[str, Any], body: bytes, metho
         if not status.startswith("200"):
             raise AssertionError(f"{variant} {method}: {status} {payload[:300]!r}")
         answers[variant] = payload
-        if variant != "bare" and variant != "handwritten" and probe.get(ENVIRON_KEY) is None:
+        if variant == "verify_floor":
+            if probe.get(_apps.FLOOR_KEY) is None:
+                raise AssertionError(f"{variant} {method}: the signature was not verified")
+        elif variant != "bare" and variant != "handwritten" and probe.get(ENVIRON_KEY) is None:
             raise AssertionError(f"{variant} {method}: the signature was not verified")
     if len(set(answers.values())) != 1:
         raise AssertionError(f"the variants answer different bytes: {answers}")
@@ -165,6 +171,7 @@ def build(method: str, audit: Audit) -> tuple[dict[str, Any], dict[str, Any]]:
         "bare": _apps.bare_app(),
         "handwritten": _apps.handwritten_app(),
         "middleware": _apps.middleware_app(),
+        "verify_floor": _apps.verify_floor_app(),
         "tool": tool,
     }
     if method == "POST":
@@ -289,6 +296,13 @@ def _series_results(method: str, per_round: Rounds, extra: dict[str, Any]) -> li
         _ratio(per_round, f"middleware_vs_bare_{m}", "bare", "middleware", targets["middleware_vs_bare"],
                "calls/s of the bare view under BailingMiddleware alone (signed request, undeclared "
                "route) / the bare view", extra),
+        _ratio(per_round, f"verify_floor_vs_bare_{m}", "bare", "verify_floor", None,
+               "calls/s of the bare view behind the least a verifying WSGI layer does (read the "
+               "body, Verifier.verify, hand it back) / the bare view (no target: the ceiling of "
+               "middleware_vs_bare on this machine)", extra),
+        _difference(per_round, "middleware", "verify_floor",
+                    f"CPU µs per call the middleware adds over that floor ({method}; no target)",
+                    f"middleware_minus_floor_us_{m}"),
         _ratio(per_round, f"handwritten_vs_bare_{m}", "bare", "handwritten", None,
                "calls/s of the hand-written integration / the bare view (no target: what the "
                "baseline itself costs)", extra),
