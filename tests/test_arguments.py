@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+from typing import Annotated, Any, Literal
+
 import pytest
+from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, RootModel, computed_field,
+                      field_serializer, field_validator)
 from werkzeug.datastructures import ImmutableMultiDict
 
-from bailing_flask.testing import signed_headers
+from bailing_flask import Bailing, current_call, tool
+from bailing_flask._pipeline.strict_body import dumps_as_stored
+from bailing_flask.signals import tool_called
+from bailing_flask.testing import HubSimulator, signed_headers
 
 from .helpers import STRONG_SECRET
 
@@ -158,3 +167,143 @@ def test_any_query_is_answered_alike_by_werkzeugs_storage_and_an_apps_own(authz_
             authz_app.request_class = werkzeugs
         answers.append((response.status_code, response.get_json(silent=True)))
     assert answers[0] == answers[1], target
+
+
+# -- a plain model's arguments are read off the instance -------------------------------------------
+
+
+class _Item(BaseModel):
+    sku: str
+
+
+class _Plain(BaseModel):
+    sku: str = Field(min_length=1)
+    quantity: int = 1
+    price: float | None = None
+    gift: bool = False
+    colour: Literal["red", "blue"] = "red"
+
+
+class _Nested(BaseModel):
+    item: _Item
+
+
+class _Listed(BaseModel):
+    skus: list[str] = []
+
+
+class _Validated(BaseModel):
+    sku: str
+
+    @field_validator("sku")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+
+class _Serialised(BaseModel):
+    sku: str
+
+    @field_serializer("sku")
+    def _lower(self, value: str) -> str:
+        return value.lower()
+
+
+class _Computed(BaseModel):
+    quantity: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return 2 * self.quantity
+
+
+class _Excluded(BaseModel):
+    sku: str
+    internal: str = Field("x", exclude=True)
+
+
+class _Extra(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    sku: str
+
+
+class _Annotated(BaseModel):
+    sku: Annotated[str, AfterValidator(str.strip)]
+
+
+class _Dated(BaseModel):
+    day: datetime.date
+
+
+class _Union(BaseModel):
+    ref: int | str
+
+
+class _OwnDump(_Plain):
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return {"sku": "always this"}
+
+
+@pytest.mark.parametrize("model", [_Plain, _Item])
+def test_a_plain_models_instance_holds_exactly_what_its_dump_gives(model):
+    instance = model.model_validate({"sku": "A-1", "quantity": "3", "price": 2, "gift": "true"}
+                                    if model is _Plain else {"sku": "A-1"})
+    assert dumps_as_stored(model)
+    dumped = instance.model_dump()
+    assert list(dumped) == list(instance.__dict__)
+    assert all(dumped[k] is instance.__dict__[k] for k in dumped)
+
+
+@pytest.mark.parametrize("model", [
+    _Nested, _Listed, _Validated, _Serialised, _Computed, _Excluded, _Extra, _Annotated, _Dated,
+    _Union, _OwnDump, RootModel[int], None, dict,
+], ids=lambda m: getattr(m, "__name__", str(m)))
+def test_a_model_whose_dump_could_differ_from_its_instance_keeps_the_dump(model):
+    assert not dumps_as_stored(model)
+
+
+def _shop_with(model: type[BaseModel], seen: dict[str, Any]) -> Flask:
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=STRONG_SECRET, BAILING_STORE="memory://")
+    bailing = Bailing(app)
+
+    @bailing.authorizer
+    def authorize(call: Any) -> bool:
+        seen["authorizer"] = dict(call.args)
+        return True
+
+    @app.post("/orders")
+    @tool(scope="orders.write", body=model, repeats="safe")
+    def order_create() -> Any:
+        body = current_call.body
+        seen["view"] = dict(current_call.args)
+        body.sku = "changed by the view"  # a view may assign to its model: the arguments stay
+        return {"ok": True}
+
+    @app.get("/orders")
+    @tool(scope="orders.read", query=model)
+    def order_search() -> Any:
+        current_call.query.sku = "changed by the view"
+        return {"ok": True}
+
+    def on_called(sender: Any, call: Any, **extra: Any) -> None:
+        seen["after"] = dict(call.args)
+
+    tool_called.connect(on_called, app, weak=False)
+    return app
+
+
+@pytest.mark.parametrize("model", [_Plain, _Validated, _Serialised, _Excluded],
+                         ids=lambda m: m.__name__)
+@pytest.mark.parametrize("tool_name", ["order_create", "order_search"])
+def test_the_calls_arguments_are_the_dump_of_the_validated_model_and_stay_as_called(model, tool_name):
+    seen: dict[str, Any] = {}
+    app = _shop_with(model, seen)
+    response = HubSimulator(app, STRONG_SECRET).call(tool_name, {"sku": " A-1 "}, subject="t1:u1")
+    assert response.status == 200, response.text
+    expected = model.model_validate({"sku": " A-1 "}).model_dump()
+    assert seen["authorizer"] == expected
+    assert seen["after"] == expected  # read after the view assigned to the model
+    if tool_name == "order_create":
+        assert seen["view"] == expected

@@ -188,7 +188,9 @@ def _checked_query(
         query = model.model_validate(values)
     except ValidationError as exc:
         raise ArgumentError("invalid_parameter", _describe_errors(exc, "query", tool.query_properties)) from None
-    return query, query.model_dump()
+    # a plain model's instance holds what a dump would give (strict_body.dumps_as_stored): its
+    # own __dict__, not a copy (validate_call copies it into the call's arguments)
+    return query, query.__dict__ if tool.query_as_stored else query.model_dump()
 
 
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -243,7 +245,8 @@ def _validate_body(
     elif (raw := _raw_body(request, request.environ)).strip() == b"":
         data = {}
     elif (plan := tool.body_plan) is not None and (body := plan.validate(raw)) is not None:
-        return body, body.model_dump()  # parsed and validated in one pass (it refuses nothing)
+        # parsed and validated in one pass; the arguments as in _checked_query
+        return body, body.__dict__ if tool.body_as_stored else body.model_dump()
     else:
         try:
             if from_json is None:
@@ -277,7 +280,7 @@ def _validate_body(
         raise ArgumentError(
             "invalid_parameter", _describe_errors(exc, "body", _properties(tool.body_schema))
         ) from None
-    return body, body.model_dump()
+    return body, body.__dict__ if tool.body_as_stored else body.model_dump()
 
 
 def _check_path_bounds(tool: Tool, view_args: dict[str, Any]) -> None:

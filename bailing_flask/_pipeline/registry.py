@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from bailing_flask._pipeline.foreign import tool_inputs
 from bailing_flask._pipeline.schema import converter_schema, model_schema, type_schema
-from bailing_flask._pipeline.strict_body import StrictBody, compile_body
+from bailing_flask._pipeline.strict_body import StrictBody, compile_body, dumps_as_stored
 from bailing_flask._sync import asgiref_available, is_async_callable
 from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ToolDeclarationError
@@ -108,6 +108,16 @@ class Tool:
     def query_arrays(self) -> tuple[str, ...]:
         """The query parameters whose schema is an array: the hub joins their values with commas."""
         return tuple(name for name, schema in self.query_properties.items() if is_array_schema(schema))
+
+    @functools.cached_property
+    def query_as_stored(self) -> bool:
+        """Whether the query model's instance holds its arguments as a dump would give them."""
+        return dumps_as_stored(self.query_model)
+
+    @functools.cached_property
+    def body_as_stored(self) -> bool:
+        """Whether the body model's instance holds its arguments as a dump would give them."""
+        return dumps_as_stored(self.body_model)
 
     @property
     def side_effecting(self) -> bool:

@@ -56,7 +56,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["StrictBody", "compile_body"]
+__all__ = ["StrictBody", "compile_body", "dumps_as_stored"]
 
 #: core schema types pydantic's JSON mode validates differently from its Python mode
 _JSON_DIFFERS = frozenset(("decimal", "union", "bytes", "json-or-python"))
@@ -172,3 +172,61 @@ def compile_body(model: Any) -> StrictBody | None:
     except Exception:  # pragma: no cover - a model pydantic will not subclass: the two-step way
         return None
     return StrictBody(model, twin, floats)
+
+
+#: core schema types whose value ``model_dump()`` hands back as the very object validation
+#: stored (immutable scalars), and the wrappers around them that change nothing in a dump
+_AS_STORED = frozenset((
+    "model", "model-fields", "model-field", "str", "int", "float", "bool", "none", "literal",
+    "nullable", "default",
+))
+
+
+def dumps_as_stored(model: Any) -> bool:
+    """Whether ``instance.model_dump()`` is ``instance.__dict__``, key for key, object for object.
+
+    True for a plain pydantic model of immutable scalars (``str``, ``int``,
+    ``float``, ``bool``, ``None``, a ``Literal``, with defaults): a call's
+    arguments are then read off the instance without a dump. Anything a dump
+    could change keeps the dump: a nested model or a collection (a dump
+    copies them), a validator or serializer of the app's, a computed or an
+    excluded field, extra fields kept (``extra="allow"``), aliases in dumps
+    (``serialize_by_alias``), a root model, an overridden ``model_dump``.
+    """
+    if not isinstance(model, type) or not issubclass(model, BaseModel):
+        return False
+    if getattr(model, "__pydantic_root_model__", False) or model.model_dump is not BaseModel.model_dump:
+        return False
+    config = model.model_config
+    if config.get("extra") == "allow" or config.get("serialize_by_alias"):
+        return False
+    try:
+        fields = model.model_fields
+        computed = model.model_computed_fields
+        schema = model.__pydantic_core_schema__
+    except Exception:  # a model pydantic could not complete: the dump reports it
+        return False
+    if computed or any(info.exclude for info in fields.values()):
+        return False
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if not isinstance(kind, str) or kind not in _AS_STORED or "serialization" in node:
+                return False
+            if kind == "model" and node is not schema:
+                return False  # a nested model: the dump makes a dict of it
+            if kind == "model-fields" and node.get("computed_fields"):
+                return False
+            if kind == "model-fields":
+                stack.extend(node.get("fields", {}).values())
+            elif kind == "literal":
+                continue  # its expected values are data, not schemas
+            else:
+                inner = node.get("schema")
+                if inner is not None:
+                    stack.append(inner)
+        else:
+            return False
+    return True
