@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from flask import Flask
+from flask import Flask, Response
 
 from bailing_flask import Bailing, ErrorInfo, NotVerifiedError, current_call, current_subject, tool
 from bailing_flask.signals import tool_called, tool_denied
@@ -201,6 +201,32 @@ def test_oversized_success_body_is_warned_about_once(caplog):
         hub.call("big")
         hub.call("big")
     assert caplog.text.count("answered 9000 UTF-16 units") == 1
+
+
+@pytest.mark.parametrize("answer, warned", [
+    (lambda: Response([b"a" * 5000, b"b" * 5000]), "answered 10000 UTF-16 units"),  # no length
+    (lambda: "\u00e9" * 5000, None),  # 10000 bytes, 5000 units: within what the model reads
+    (lambda: "a" * 8192, None),
+    (lambda: Response(iter([b"a" * 9000]), mimetype="text/plain"), None),  # streamed: not read
+], ids=["chunks", "multibyte-within", "at-the-limit", "streamed"])
+def test_a_success_body_is_measured_in_utf16_units_whatever_its_form(caplog, answer, warned):
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = STRONG_SECRET
+    bailing = Bailing(app)
+    bailing.authorizer(lambda call: True)
+
+    @app.get("/big")
+    @tool(scope="x.read")
+    def big():
+        return answer()
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        assert hub.call("big").status == 200
+    if warned is None:
+        assert "UTF-16 units" not in caplog.text
+    else:
+        assert caplog.text.count(warned) == 1
 
 
 def test_tool_result_takes_any_extra_fields_through_data():

@@ -529,8 +529,20 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                duration_ms=duration_ms, values=needs.values, replayed=replayed,
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
-    length = response.content_length if limit else 0  # set for every non-streamed body: no copy needed
-    if (limit and (length is None or length > limit) and 200 <= response.status_code < 300
+    if limit:
+        _warn_if_large(state, tool, response, limit)
+    if tool_called.receivers:
+        tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
+
+
+def _warn_if_large(state: BailingState, tool: Tool, response: Response, limit: int) -> None:
+    """Warn (once per tool) when a successful answer is longer than the model reads."""
+    chunks = response.response  # a view's answer made by Flask: one bytes chunk, read as is
+    if chunks.__class__ is list and len(chunks) == 1 and chunks[0].__class__ is bytes:
+        length: int | None = len(chunks[0])  # not the header property: six Python calls
+    else:
+        length = response.content_length  # set for every non-streamed body: no copy needed
+    if ((length is None or length > limit) and 200 <= response.status_code < 300
             and not response.is_streamed):
         data = response.get_data()
         if len(data) > limit:  # UTF-16 units never exceed UTF-8 bytes
@@ -542,8 +554,6 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                     "(response= declares what it needs and caps its lists)",
                     tool.name, units, limit,
                 )
-    if tool_called.receivers:
-        tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
 
 
 def _failed(state: BailingState, tool: Tool, call: ToolCall, exc: Exception, started: float,
