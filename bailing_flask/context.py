@@ -147,6 +147,26 @@ class ToolCall:
         return self.verified.unsigned
 
 
+def _admitted_call(
+    verified: VerifiedCall, tool: ToolInfo, user: Any, args: Mapping[str, Any],
+    query: BaseModel | None, body: BaseModel | None,
+) -> ToolCall:
+    """``ToolCall(verified=..., tool=..., user=..., args=..., query=..., body=...)``, built
+    without the frozen dataclass's per-field ``object.__setattr__`` (the gate builds one per
+    call, before it decides). Equal to it, field for field (a test says so)."""
+    call = object.__new__(ToolCall)
+    fields = call.__dict__
+    fields["verified"] = verified
+    fields["tool"] = tool
+    fields["user"] = user
+    fields["args"] = args
+    fields["query"] = query
+    fields["body"] = body
+    fields["is_probe"] = False
+    fields["authorized"] = False
+    return call
+
+
 def get_current_call() -> ToolCall | None:
     """The current verified call, or ``None`` when the request is not signed by the hub."""
     try:

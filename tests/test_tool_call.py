@@ -45,3 +45,22 @@ def test_signed_fields_and_unsigned_headers_are_apart():
     call = make_call()
     assert (call.subject, call.job_id, call.unsigned.client) == ("t1:u1", "job-1", "crm")
     assert call.authorized is False
+
+
+def test_the_gates_unchecked_constructor_builds_an_equal_frozen_call():
+    from dataclasses import FrozenInstanceError, fields
+    from types import MappingProxyType
+
+    from bailing_flask.context import ToolInfo, _admitted_call
+
+    info = ToolInfo(name="refund", scope="orders.write", method="POST", path="/refunds", risk="high",
+                    readonly=False, idempotent=False, subject_required=True, sensitive=False)
+    args = MappingProxyType({"amount": 3})
+    body = Body(amount=3)
+    regular = make_call(tool=info, user={"id": 1}, args=args, body=body)
+    fast = _admitted_call(regular.verified, info, {"id": 1}, args, None, body)
+    assert fast == regular
+    assert vars(fast) == vars(regular)
+    assert list(vars(fast)) == [f.name for f in fields(ToolCall)]  # a new field fails here first
+    with pytest.raises(FrozenInstanceError):
+        fast.user = None  # type: ignore[misc]

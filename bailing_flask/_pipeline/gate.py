@@ -37,7 +37,7 @@ from bailing_flask._pipeline.arguments import ArgumentError, validate_arguments,
 from bailing_flask._pipeline.foreign import webargs_finish
 from bailing_flask._pipeline.authz import decide, loader_failed, tool_info
 from bailing_flask._sync import call_sync
-from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall
+from bailing_flask.context import ARGUMENTS_KEY, TOOL_CALL_KEY, Arguments, ToolCall, _admitted_call
 from bailing_flask._pipeline.unsigned import warn_refused_credentials
 from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, finish, guard_answer
 from bailing_flask.responses import ErrorInfo
@@ -438,7 +438,7 @@ def run_gate(
         args, query, body = validate_call(tool, req, kwargs)
     except ArgumentError as exc:
         return _refuse(state, tool, verified, _argument_refusal(exc))
-    call = ToolCall(verified=verified, tool=plan.info, user=user, args=args, query=query, body=body)
+    call = _admitted_call(verified, plan.info, user, args, query, body)
     environ[TOOL_CALL_KEY] = call
     decision = decide(tool, call, plan.authorizer or state.callbacks.authorizer_func)
     if not decision.allowed:
