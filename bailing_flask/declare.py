@@ -47,6 +47,8 @@ D = TypeVar("D")
 
 _DECLARATION_ATTR = "__bailing_tool__"
 _WRAPPED_ATTR = "__bailing_wrapped_by__"
+#: On a sync ``@tool`` wrapper: ``(the wrapper, the declared view)`` (see :func:`direct_view`).
+_DIRECT_ATTR = "__bailing_direct__"
 _DEFAULTS_ATTR = "__bailing_defaults__"
 _HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _CONDITION_OPS = (">=", "<=", "==", "!=", ">", "<", "in", "contains", "exists")
@@ -523,6 +525,20 @@ def get_declaration(view: Any) -> Declaration | None:
     return getattr(view, _DECLARATION_ATTR, None)
 
 
+def direct_view(view: Any) -> Callable[..., Any] | None:
+    """The declared view behind ``view`` when ``view`` is exactly a sync ``@tool`` wrapper.
+
+    The gate calls it in the wrapper's place for an admitted call that the
+    exercise does not watch: that is all the wrapper would do. ``None`` for
+    anything else, a decorator over the wrapper included: ``functools.wraps``
+    copies the mark onto it, but the mark names the wrapper it was made for.
+    """
+    mark = getattr(view, _DIRECT_ATTR, None)
+    if mark is not None and mark[0] is view:
+        return cast("Callable[..., Any]", mark[1])
+    return None
+
+
 def get_wrapped_by(view: Any) -> Declaration | None:
     """The declaration of the tool wrapper made from this (unguarded) function."""
     return getattr(view, _WRAPPED_ATTR, None)
@@ -551,6 +567,8 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
         return current_state().run_declared_view(declaration, view, args, kwargs, is_async)
 
     setattr(tool_view, _DECLARATION_ATTR, declaration)
+    if not is_async:  # the gate may call the view itself once it admitted the call
+        setattr(tool_view, _DIRECT_ATTR, (tool_view, view))
     # lets the registry notice a route that registered the unguarded original
     # (``@tool`` placed above ``@app.route``)
     setattr(view, _WRAPPED_ATTR, declaration)

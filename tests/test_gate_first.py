@@ -122,6 +122,73 @@ def test_login_decorator_between_route_and_tool_runs_after_the_gate():
     assert ran == ["view"]
 
 
+# -- the gate calls the declared view itself only where nothing stands between ----------------
+
+
+def counted(ran: list[str], refuse: bool = False) -> Any:
+    """A decorator that copies everything of the view it wraps (``functools.wraps``)."""
+
+    def decorate(view: Any) -> Any:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ran.append("decorator")
+            if refuse:
+                return jsonify(error="refused by the decorator"), 429
+            return view(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def test_a_decorator_over_the_tool_copying_its_marks_is_never_skipped():
+    app, _ = base_app()
+    ran: list[str] = []
+
+    @app.get("/limited")
+    @counted(ran, refuse=True)
+    @tool(scope="profile.read")
+    def limited():
+        ran.append("view")
+        return subject_data()
+
+    response = hub_for(app).call("limited", subject="t1:alice")
+    assert response.status == 429, response.text
+    assert ran == ["decorator"]
+
+
+def test_a_view_function_wrapped_after_the_route_is_never_skipped():
+    app, _ = base_app()
+    ran: list[str] = []
+
+    @app.get("/profile")
+    @tool(scope="profile.read")
+    def profile():
+        ran.append("view")
+        return subject_data()
+
+    app.view_functions["profile"] = counted(ran)(app.view_functions["profile"])
+    admitted = hub_for(app).call("profile", subject="t1:alice")
+    assert admitted.status == 200 and admitted.json()["data"] == "alice's orders"
+    assert ran == ["decorator", "view"]
+
+
+def test_only_the_tool_wrapper_itself_hands_the_gate_its_view():
+    from bailing_flask.declare import direct_view
+
+    def view() -> Any:
+        return {}
+
+    async def async_view() -> Any:
+        return {}
+
+    wrapper = tool(scope="x.read")(view)
+    assert direct_view(wrapper) is view
+    assert direct_view(counted([])(wrapper)) is None  # the copied mark names the inner wrapper
+    assert direct_view(view) is None
+    assert direct_view(tool(scope="x.read")(async_view)) is None  # awaited through the wrapper
+
+
 # -- MethodView.decorators ------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, fin
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
-from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, get_declaration
+from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, direct_view, get_declaration
 from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import REPLAYED_KEY, idempotency_of
@@ -281,17 +281,22 @@ def _plans_of(registry: Registry, endpoint: str, state: BailingState) -> dict[st
 def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
            registry: Registry) -> Callable[..., Any]:
     sync_view = state.app.ensure_sync(view)
+    # the endpoint's function is the @tool wrapper itself: once the gate admitted a call, the
+    # wrapper would only call its view (unless the exercise watches), so the gate does
+    direct = direct_view(view)
     plans = _plans_of(registry, endpoint, state)
     passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
 
     def gated_view(**kwargs: Any) -> Any:
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down
-        if GATE_KEY in req.environ:  # a gate further out admitted this call (the app wrapped ours)
+        environ = req.environ
+        if GATE_KEY in environ:  # a gate further out admitted this call (the app wrapped ours)
             return sync_view(**kwargs)
         method = req.method
         plan = plans.get(method)
         if plan is not None:
-            return run_gate(state, plan.tool, functools.partial(sync_view, **kwargs), kwargs,
+            target = direct if direct is not None and EXERCISE_KEY not in environ else sync_view
+            return run_gate(state, plan.tool, functools.partial(target, **kwargs), kwargs,
                             req=req, plan=plan)
         if method in passthrough:  # explicitly not a tool (methods=)
             return sync_view(**kwargs)
