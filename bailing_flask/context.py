@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, TypeVar, cast
 
+import flask.globals
 from flask import has_request_context, request
 from werkzeug.local import LocalProxy
 
@@ -167,19 +168,40 @@ def _admitted_call(
     return call
 
 
+class _ThroughTheProxy:
+    """:data:`_REQUEST_CONTEXT` where ``flask.globals`` has no ``_cv_request``: ``flask.request``."""
+
+    @staticmethod
+    def get() -> Any:
+        try:
+            return SimpleNamespace(request=request._get_current_object())  # type: ignore[attr-defined]
+        except RuntimeError:  # outside a request
+            raise LookupError from None
+
+
+#: The context variable behind ``flask.request`` (Flask 2.3 and 3.x name it ``_cv_request``;
+#: its value's ``request`` is the request). Read directly, a lookup costs one C call instead of
+#: the proxy's two Python calls; where a Flask names it otherwise, the lookup goes through
+#: ``flask.request`` as before.
+_REQUEST_CONTEXT: Any = getattr(flask.globals, "_cv_request", None) or _ThroughTheProxy()
+_OUTSIDE = "bailing_flask: current_call needs an active request"
+_UNSIGNED = "this request was not signed by BailingHub, so there is no verified call or subject"
+
+
+def _not_admitted(environ: dict[str, Any]) -> ToolCall | None:
+    """The call of a signed request that no tool admitted (a route that is not a tool)."""
+    verified = environ.get(ENVIRON_KEY)
+    return None if verified is None else ToolCall(verified=verified)
+
+
 def get_current_call() -> ToolCall | None:
     """The current verified call, or ``None`` when the request is not signed by the hub."""
     try:
-        environ = request.environ  # one lookup: no has_request_context() before it
-    except RuntimeError:  # outside a request
-        raise RuntimeError("bailing_flask: current_call needs an active request") from None
+        environ = _REQUEST_CONTEXT.get().request.environ
+    except LookupError:  # outside a request
+        raise RuntimeError(_OUTSIDE) from None
     call: ToolCall | None = environ.get(TOOL_CALL_KEY)
-    if call is not None:
-        return call
-    verified = environ.get(ENVIRON_KEY)
-    if verified is None:
-        return None
-    return ToolCall(verified=verified)
+    return call if call is not None else _not_admitted(environ)
 
 
 def get_arguments() -> Arguments:
@@ -208,11 +230,16 @@ def get_arguments() -> Arguments:
 
 def require_call() -> ToolCall:
     """The current verified call; raises :class:`NotVerifiedError` otherwise."""
-    call = get_current_call()
+    # get_current_call's lookup, not a call of it: every access through current_call comes here
+    try:
+        environ = _REQUEST_CONTEXT.get().request.environ
+    except LookupError:  # outside a request
+        raise RuntimeError(_OUTSIDE) from None
+    call: ToolCall | None = environ.get(TOOL_CALL_KEY)
     if call is None:
-        raise NotVerifiedError(
-            "this request was not signed by BailingHub, so there is no verified call or subject"
-        )
+        call = _not_admitted(environ)
+        if call is None:
+            raise NotVerifiedError(_UNSIGNED)
     return call
 
 

@@ -118,7 +118,53 @@ def test_each_exported_name_is_the_object_of_the_module_that_owns_it():
     assert set(bailing_flask.__all__) <= set(dir(bailing_flask))
 
 
-def test_the_current_call_outside_a_request_says_it_needs_one_and_inside_an_unsigned_one_is_none():
+@pytest.fixture(params=["context variable", "through flask.request"])
+def request_lookup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The current call is found through Flask's context variable where Flask has it by the name
+    Flask 2.3 and 3.x give it, else through ``flask.request``: both answer alike."""
+    from bailing_flask import context
+
+    if request.param == "context variable":
+        import flask.globals
+
+        assert context._REQUEST_CONTEXT is flask.globals._cv_request  # what this Flask runs
+    else:
+        monkeypatch.setattr(context, "_REQUEST_CONTEXT", context._ThroughTheProxy())
+    return str(request.param)
+
+
+def test_a_signed_call_is_found_alike_by_either_lookup(request_lookup):
+    from flask import Flask
+
+    from bailing_flask import Bailing, NotVerifiedError, current_call, get_current_call, tool
+    from bailing_flask.testing import HubSimulator, signed_headers
+
+    from .helpers import STRONG_SECRET
+
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=STRONG_SECRET, BAILING_STORE="memory://")
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.get("/mine")
+    @tool(scope="x.read")
+    def mine() -> object:
+        return {"subject": current_call.subject, "tool": get_current_call().tool.name}
+
+    @app.get("/plain")
+    def plain() -> object:  # a signed request to a route that is not a tool
+        return {"subject": current_call.subject, "admitted": current_call.authorized}
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.call("mine", subject="t1:u1").json() == {"subject": "t1:u1", "tool": "mine"}
+    headers = signed_headers(STRONG_SECRET, "GET", "/plain", b"", subject="t1:u2", job_id="job-1")
+    plain_answer = app.test_client().get("/plain", headers=headers)
+    assert plain_answer.get_json() == {"subject": "t1:u2", "admitted": False}
+    with app.test_request_context("/plain"), pytest.raises(NotVerifiedError, match="not signed"):
+        current_call.subject  # noqa: B018
+
+
+def test_the_current_call_outside_a_request_says_it_needs_one_and_inside_an_unsigned_one_is_none(
+        request_lookup):
     from flask import Flask
 
     from bailing_flask import current_call, get_current_call
@@ -131,7 +177,8 @@ def test_the_current_call_outside_a_request_says_it_needs_one_and_inside_an_unsi
         assert get_current_call() is None
 
 
-def test_the_current_call_in_an_app_context_alone_needs_a_request_and_a_handed_request_has_it():
+def test_the_current_call_in_an_app_context_alone_needs_a_request_and_a_handed_request_has_it(
+        request_lookup):
     import threading
     from collections.abc import Iterator
 
