@@ -277,7 +277,8 @@ class AuditNeeds:
         return (
             state.telemetry is not None
             or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
-            or logger_emits()
+            # logger_emits' first question asked here: off for INFO (Python's default), one call
+            or (audit_logger.isEnabledFor(logging.INFO) and logger_emits())
         )
 
 

@@ -535,18 +535,20 @@ def _after(state: BailingState, tool: Tool, call: ToolCall, response: Response, 
                projected=environ.get(PROJECTION_KEY), environ=environ)
     limit = state.config.response_size_warning
     if limit:
-        _warn_if_large(state, tool, response, limit)
+        chunks = response.response  # a view's answer made by Flask: one bytes chunk, read as is
+        if not (chunks.__class__ is list and len(chunks) == 1 and chunks[0].__class__ is bytes
+                and len(chunks[0]) <= limit):  # (werkzeug's content_length: six Python calls)
+            _warn_if_large(state, tool, response, limit)
     if tool_called.receivers:
         tool_called.send(state.app, call=call, response=response, duration_ms=duration_ms)
 
 
 def _warn_if_large(state: BailingState, tool: Tool, response: Response, limit: int) -> None:
-    """Warn (once per tool) when a successful answer is longer than the model reads."""
-    chunks = response.response  # a view's answer made by Flask: one bytes chunk, read as is
-    if chunks.__class__ is list and len(chunks) == 1 and chunks[0].__class__ is bytes:
-        length: int | None = len(chunks[0])  # not the header property: six Python calls
-    else:
-        length = response.content_length  # set for every non-streamed body: no copy needed
+    """Warn (once per tool) when a successful answer is longer than the model reads.
+
+    :func:`_after` calls it unless the answer is one chunk of at most ``limit`` bytes.
+    """
+    length = response.content_length  # set for every non-streamed body: no copy needed
     if ((length is None or length > limit) and 200 <= response.status_code < 300
             and not response.is_streamed):
         data = response.get_data()
