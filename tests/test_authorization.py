@@ -185,7 +185,8 @@ def test_one_audit_record_per_call_without_sensitive_values(hub, caplog):
     assert "lamp" not in caplog.text
 
 
-def test_oversized_success_body_is_warned_about_once(caplog):
+def hub_of_a_tool_answering(answer) -> HubSimulator:
+    """A hub for an app whose one read tool, ``big``, answers ``answer()``."""
     app = Flask(__name__)
     app.config["BAILING_SECRETS"] = STRONG_SECRET
     bailing = Bailing(app)
@@ -194,9 +195,13 @@ def test_oversized_success_body_is_warned_about_once(caplog):
     @app.get("/big")
     @tool(scope="x.read")
     def big():
-        return "é" * 9000
+        return answer()
 
-    hub = HubSimulator(app, STRONG_SECRET)
+    return HubSimulator(app, STRONG_SECRET)
+
+
+def test_oversized_success_body_is_warned_about_once(caplog):
+    hub = hub_of_a_tool_answering(lambda: "é" * 9000)
     with caplog.at_level(logging.WARNING, logger="bailing_flask"):
         hub.call("big")
         hub.call("big")
@@ -210,17 +215,7 @@ def test_oversized_success_body_is_warned_about_once(caplog):
     (lambda: Response(iter([b"a" * 9000]), mimetype="text/plain"), None),  # streamed: not read
 ], ids=["chunks", "multibyte-within", "at-the-limit", "streamed"])
 def test_a_success_body_is_measured_in_utf16_units_whatever_its_form(caplog, answer, warned):
-    app = Flask(__name__)
-    app.config["BAILING_SECRETS"] = STRONG_SECRET
-    bailing = Bailing(app)
-    bailing.authorizer(lambda call: True)
-
-    @app.get("/big")
-    @tool(scope="x.read")
-    def big():
-        return answer()
-
-    hub = HubSimulator(app, STRONG_SECRET)
+    hub = hub_of_a_tool_answering(answer)
     with caplog.at_level(logging.WARNING, logger="bailing_flask"):
         assert hub.call("big").status == 200
     if warned is None:
