@@ -109,6 +109,30 @@ def test_sqlite_file_deleted_while_running_refuses_instead_of_starting_a_second_
     assert refund(HubSimulator(restarted, STRONG_SECRET), 2).status == 201
 
 
+def test_a_store_file_another_thread_creates_meanwhile_is_not_taken_for_a_deleted_one(
+        tmp_path, monkeypatch):
+    # the race seen in CI: a thread looks for the file before another thread's first connection
+    # created it, then finds the -wal that connection made: the file is there by then
+    from bailing_flask.stores import _sqlite_file
+
+    path = tmp_path / "store.sqlite3"
+    other = SQLiteStore(path)
+    other.ping()  # the file, its -wal and -shm, as another thread's first use leaves them
+    assert (tmp_path / "store.sqlite3-wal").exists()
+    looks: list[str] = []
+    real_identity = _sqlite_file.identity
+
+    def identity_before_the_other_thread_created_it(name: str) -> tuple[int, int] | None:
+        looks.append(name)
+        return None if len(looks) == 1 else real_identity(name)
+
+    guard = _sqlite_file.FileGuard(str(path))
+    monkeypatch.setattr(_sqlite_file, "identity", identity_before_the_other_thread_created_it)
+    guard.check()  # no refusal: the file exists when the -wal is seen
+    assert len(looks) == 2
+    other.close()
+
+
 def test_sqlite_store_refuses_to_start_next_to_a_wal_left_by_a_deleted_file(tmp_path):
     path = tmp_path / "store.sqlite3"
     worker = SQLiteStore(path)  # another worker, still holding the file open

@@ -50,8 +50,11 @@ class FileGuard:
         """Refuse when the file was deleted or replaced while in use (until :meth:`reset`)."""
         current = identity(self.path)
         if self.file is None:
+            # the file is looked at again after its -wal/-shm: another thread or worker may
+            # have created all three between the first look and those (SQLite writes the file
+            # before its -wal); only a file still missing then was deleted
             if current is None and any(os.path.exists(self.path + tail)
-                                       for tail in ("-wal", "-shm")):
+                                       for tail in ("-wal", "-shm")) and identity(self.path) is None:
                 raise sqlite3.OperationalError(
                     "its -wal/-shm files exist without the database file (deleted while in use "
                     "by another process?); refusing to start a new store next to them")
