@@ -5,9 +5,10 @@
 configuration, the callbacks the app registered, the middleware and the
 rendering of refusals. What the package compiles or builds for the app
 (the registry and catalog, the idempotency runner, the callback verifier,
-the approvals record) belongs to the module that owns it, which caches it
-on the state as plain data (``registry_of``, ``catalog_of``,
-``idempotency_of``, ``approvals_of``, ``callback_verifier``).
+the approvals record, the telemetry hook) belongs to the module that owns
+it, which keeps it on the state under a :class:`Cache` key of its own,
+typed by that module (``registry_of``, ``catalog_of``, ``idempotency_of``,
+``approvals_of``, ``callback_verifier``).
 
 The class lives here, below everything that uses it, so no module below
 :mod:`bailing_flask.extension` imports the extension, not even for a type.
@@ -20,17 +21,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from flask import Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app
 
+from bailing_flask._audit_sink import JsonLinesSink
 from bailing_flask._sync import call_sync
 from bailing_flask.errors import SignatureError
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
 from bailing_flask.settings import Config
+from bailing_flask.stores.base import IdempotencyStore
 from bailing_flask.wire.middleware import BailingMiddleware
 
-__all__ = ["BailingState", "Callbacks", "state_of", "current_state", "EXTENSION_KEY"]
+__all__ = ["BailingState", "Cache", "Callbacks", "state_of", "current_state", "EXTENSION_KEY"]
+
+T = TypeVar("T")
 
 EXTENSION_KEY = "bailing"
 
@@ -56,11 +61,49 @@ class Callbacks:
         self.admission_hooks: list[Callable[[Any], ErrorInfo | None]] = []
 
 
+class Cache(Generic[T]):
+    """What one module above builds for an app and keeps on the app's state, typed by it.
+
+    The state sits below the modules that fill it, so it cannot name their
+    types (not even for type checking: the layers forbid it). Each owner
+    declares a key instead, ``_REGISTRY: Cache[Registry] = Cache("registry")``,
+    and reads and writes through it; the type checker sees ``Registry`` on
+    both sides. A value is put once (the app's life) or replaced whole.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Cache({self.name!r})"
+
+    def get(self, state: BailingState) -> T | None:
+        """The value on ``state``; ``None`` before the owner put one."""
+        value: T | None = state.caches.get(self)
+        return value
+
+    def put(self, state: BailingState, value: T) -> T:
+        state.caches[self] = value
+        return value
+
+    def get_or_make(self, state: BailingState, make: Callable[[], T]) -> T:
+        """The value on ``state``, made once (under the state's lock) when there is none."""
+        value = self.get(state)
+        if value is None:
+            with state.lock:
+                value = self.get(state)
+                if value is None:
+                    value = self.put(state, make())
+        return value
+
+
 class BailingState:
     """One app's state: configuration, registered callbacks, middleware, refusal rendering.
 
-    The attributes below ``lock`` are caches the owning modules fill; read
-    them through those modules' functions, not directly.
+    What the modules above build for the app is in ``caches``, each under
+    its owner's :class:`Cache` key; read it through the owner's function.
     """
 
     def __init__(self, app: Flask, config: Config, middleware: BailingMiddleware,
@@ -71,31 +114,24 @@ class BailingState:
         self.middleware = middleware
         self.callbacks = callbacks
         #: the package's own blueprints (catalog and probe, callbacks)
-        self.blueprints: tuple[Any, ...] = ()
-        #: the OpenTelemetry hook (:mod:`bailing_flask.otel`), ``None`` when not enabled
-        self.telemetry: Any = None
+        self.blueprints: tuple[Blueprint, ...] = ()
         #: the direct audit sink (``BAILING_AUDIT_SINK``), ``None`` when not set
-        self.audit_sink: Any = None
+        self.audit_sink: JsonLinesSink | None = None
         #: what every ``@tool`` wrapper calls instead of the view (installed by ``init_app``)
         self.run_declared_view: Callable[..., Any] = _not_initialised
         #: called with (state, registry) each time the registry is compiled (installs the gates)
         self.on_compile: Callable[[BailingState, Any], None] = lambda state, registry: None
+        #: the app's record store: the de-duplication runner's, for the modules below it
+        #: (installed by ``init_app``)
+        self.store: Callable[[], IdempotencyStore] = _not_initialised
         self.lock = threading.Lock()
         self.warned: set[Any] = set()
-        # -- caches, owned by other modules -----------------------------------------
         #: the gate installed in front of each tool endpoint (``_pipeline.gate``)
         self.gates: dict[str, Callable[..., Any]] = {}
-        #: ``_pipeline.registry.registry_of``
-        self.compiled_registry: Any = None
+        #: ``_pipeline.registry``: whether the compiled registry can no longer change
         self.registry_final = False
-        #: ``_pipeline.catalog.catalog_of``
-        self.compiled_catalog: Any = None
-        #: ``_pipeline.idempotency.idempotency_of`` (set by ``init_app``)
-        self.idempotency: Any = None
-        #: ``_pipeline.callbacks.callback_verifier``
-        self.verifier_of_callbacks: Any = None
-        #: ``approvals.approvals_of``
-        self.business_approvals: Any = None
+        #: what the modules above keep for this app, each under its own :class:`Cache` key
+        self.caches: dict[Cache[Any], Any] = {}
 
     def warn_once(
         self, key: Any, message: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False

@@ -58,11 +58,12 @@ from flask import request
 from pydantic import BaseModel, ValidationError
 
 from bailing_flask.wire.jsenc import js_string
-from bailing_flask._state import BailingState
+from bailing_flask._state import BailingState, Cache
 from bailing_flask.audit import APPROVAL_KEY
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.stores import (
     ApprovalRecord,
+    ApprovalStatus,
     EntryMeta,
     IdempotencyStore,
     Reservation,
@@ -102,8 +103,8 @@ class BusinessApprovals:
     def __init__(self, state: BailingState) -> None:
         self.state = state
 
-    def _store(self) -> Any:
-        return self.state.idempotency.store()  # the runner sits above this module
+    def _store(self) -> IdempotencyStore:
+        return self.state.store()
 
     @property
     def retention(self) -> float:
@@ -133,7 +134,11 @@ class BusinessApprovals:
 
     def record_decision(self, envelope: ApprovalDecision, result: DecisionResult) -> None:
         """Keep a decision the hub accepted (``HubClient``'s ``on_decision`` hook)."""
-        status = result.status if result.status in ("approved", "denied") else envelope.decision
+        status: ApprovalStatus = (
+            "approved" if result.status == "approved"
+            else "denied" if result.status == "denied"
+            else envelope.decision
+        )
         try:
             record = self._store().record_decision(
                 envelope.approval_id, status=status, decision_id=envelope.decision_id,
@@ -218,7 +223,7 @@ def check_business_approval(state: BailingState, tool: Tool, call: ToolCall) -> 
     if not call.job_id:
         return _refusal(tool, call, "missing")
     try:
-        records = state.idempotency.store().find_approvals(job_id=call.job_id, tool=tool.name)
+        records = state.store().find_approvals(job_id=call.job_id, tool=tool.name)
     except (StoreUnavailable, NotImplementedError) as exc:
         logger.error("bailing: approval records unavailable (%s); refusing %r", exc, tool.name)
         return ErrorInfo.make("idempotency_store_unavailable")
@@ -453,15 +458,12 @@ def call_args_hash(tool: Tool, call: ToolCall) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+_APPROVALS: Cache[BusinessApprovals] = Cache("approvals")
+
+
 def approvals_of(state: BailingState) -> BusinessApprovals:
     """The approval requests this app received and the decisions it sent (one per app)."""
-    approvals: BusinessApprovals | None = state.business_approvals
-    if approvals is None:
-        with state.lock:
-            approvals = state.business_approvals
-            if approvals is None:
-                approvals = state.business_approvals = BusinessApprovals(state)
-    return approvals
+    return _APPROVALS.get_or_make(state, lambda: BusinessApprovals(state))
 
 
 def hub_client_of(state: BailingState) -> HubClient:

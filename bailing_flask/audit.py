@@ -43,11 +43,11 @@ from werkzeug.exceptions import HTTPException
 from bailing_flask._audit_sink import JsonLinesSink, _json_default, audit_line, configured_sink
 from bailing_flask.signals import audit_record, signature_refused
 from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._state import BailingState, Cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.context import ToolCall
     from bailing_flask.errors import SignatureError
-    from bailing_flask._state import BailingState
     from bailing_flask._pipeline.registry import Tool
     from bailing_flask.wire.middleware import VerifiedCall
 
@@ -137,6 +137,15 @@ class TelemetryHook(Protocol):
         """Record a refusal that never reached the gate."""
 
 
+#: the app's telemetry hook, once :func:`bailing_flask.otel.instrument` put one
+TELEMETRY: Cache[TelemetryHook] = Cache("telemetry")
+
+
+def telemetry_of(state: BailingState) -> TelemetryHook | None:
+    """The app's telemetry hook, ``None`` when OpenTelemetry is not on."""
+    return TELEMETRY.get(state)
+
+
 _second: tuple[int, str] = (0, "")
 
 
@@ -224,7 +233,7 @@ def wanted(state: BailingState) -> bool:
     """Whether anybody reads audit records of ``state``'s app (else none is built)."""
     return (
         state.audit_sink is not None
-        or state.telemetry is not None
+        or state.caches.get(TELEMETRY) is not None
         or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
         or logger_emits()
     )
@@ -275,7 +284,7 @@ class AuditNeeds:
             return True
         state = self.state
         return (
-            state.telemetry is not None
+            state.caches.get(TELEMETRY) is not None  # a dictionary's own get: no Python call
             or (bool(audit_record.receivers) and audit_record.has_receivers_for(state.app))
             # logger_emits' first question asked here: off for INFO (Python's default), one call
             or (audit_logger.isEnabledFor(logging.INFO) and logger_emits())
@@ -352,7 +361,7 @@ def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate:
         sink.emit(record)
     if audit_record.receivers:
         audit_record.send(state.app, record=record)
-    telemetry = state.telemetry
+    telemetry: TelemetryHook | None = state.caches.get(TELEMETRY)
     if telemetry is not None:
         try:
             if gate:

@@ -26,7 +26,7 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask._pipeline.gate import (
     explain_routing_errors, gate_view_functions, install_gates, run_declared_view,
 )
-from bailing_flask._pipeline.idempotency import Idempotency
+from bailing_flask._pipeline.idempotency import Idempotency, install_idempotency
 from bailing_flask.integrations import (
     FlaskHTTPAuthBridge,
     FlaskLoginBridge,
@@ -200,7 +200,7 @@ class Bailing(Callbacks):
         app.wsgi_app = middleware  # type: ignore[method-assign]
         state = BailingState(app, config, middleware, self)
         state.audit_sink = audit_sink
-        state.idempotency = Idempotency(state, _transaction_mode)
+        install_idempotency(state, _transaction_mode)
         state.run_declared_view = run_declared_view
         state.on_compile = install_gates
         state_holder.append(state)

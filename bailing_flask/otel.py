@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, request
 
-from bailing_flask.audit import SPAN_KEY, finish_failed
+from bailing_flask.audit import SPAN_KEY, TELEMETRY, finish_failed
 from bailing_flask.errors import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -180,15 +180,15 @@ def instrument(app: Flask, *, tracer_provider: Any = None, meter_provider: Any =
 
     state: BailingState = state_of(app)
     telemetry = Telemetry(tracer_provider, meter_provider)
-    first = state.telemetry is None
-    state.telemetry = telemetry
+    first = TELEMETRY.get(state) is None
+    TELEMETRY.put(state, telemetry)
     if first:
 
         @app.teardown_request
         def _bailing_close_span(exc: BaseException | None = None) -> None:
             finish_failed(request.environ, None)
             handle = request.environ.pop(SPAN_KEY, None)
-            current = state.telemetry
+            current = TELEMETRY.get(state)
             if handle is not None and isinstance(current, Telemetry):
                 current.abandon(handle)
 

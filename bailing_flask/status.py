@@ -32,6 +32,7 @@ from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import idempotency_of
 from bailing_flask._pipeline.catalog import catalog_of
 from bailing_flask.approvals import approvals_of
+from bailing_flask.audit import telemetry_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._state import BailingState
@@ -204,7 +205,7 @@ def collect_status(state: BailingState) -> dict[str, Any]:
                 "widget_templates": widget_templates(state.app)},
         "catalog": _catalog(state),
         "approvals": _approvals(state),
-        "telemetry": {"opentelemetry": state.telemetry is not None},
+        "telemetry": {"opentelemetry": telemetry_of(state) is not None},
         "audit": _audit(state),
         "problems": [problem.to_dict() for problem in check_all(state)],
     }

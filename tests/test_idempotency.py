@@ -430,7 +430,7 @@ def test_defer_completion_must_be_a_flag_or_the_app_does_not_start(tmp_path, val
 def test_a_tool_compiled_again_gets_its_own_plan(app):
     import dataclasses
 
-    idempotency = state_of(app).idempotency
+    idempotency = idempotency_of(state_of(app))
     tool = next(t for t in registry_of(state_of(app)).tools if t.name == "refund_create")
     plan = idempotency._plan(tool)
     assert plan.applies and plan.tool is tool and idempotency._plan(tool) is plan

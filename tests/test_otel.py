@@ -26,6 +26,7 @@ from bailing_flask.testing import HubSimulator  # noqa: E402
 from .helpers import STRONG_SECRET  # noqa: E402
 from .test_audit import create_app  # noqa: E402
 from bailing_flask._state import state_of
+from bailing_flask.audit import telemetry_of
 
 
 class Telemetry:
@@ -141,8 +142,8 @@ def test_the_setting_instruments_with_the_global_providers() -> None:
     app = create_app(BAILING_OTEL=True)
     from bailing_flask.otel import Telemetry as Hook
 
-    assert isinstance(state_of(app).telemetry, Hook)
-    assert state_of(create_app()).telemetry is None
+    assert isinstance(telemetry_of(state_of(app)), Hook)
+    assert telemetry_of(state_of(create_app())) is None
 
 
 def test_without_opentelemetry_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,7 @@ from bailing_flask.signals import callback_received
 from bailing_flask.wire.signing import CallbackVerifier
 from bailing_flask.stores import EntryMeta, StoredResponse, StoreUnavailable
 from bailing_flask.approvals import approvals_of
-from bailing_flask._state import BailingState
+from bailing_flask._state import BailingState, Cache
 from bailing_flask._pipeline.idempotency import idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -225,12 +225,12 @@ def make_callbacks_blueprint(state: BailingState) -> Blueprint:
     return blueprint
 
 
+_VERIFIER: Cache[CallbackVerifier] = Cache("callback verifier")
+
+
 def callback_verifier(state: BailingState) -> CallbackVerifier:
     """The verifier of hub -> business POSTs (the client token), built once per app."""
-    verifier: CallbackVerifier | None = state.verifier_of_callbacks
-    if verifier is None:
-        verifier = state.verifier_of_callbacks = _build_verifier(state)
-    return verifier
+    return _VERIFIER.get_or_make(state, lambda: _build_verifier(state))
 
 
 def _build_verifier(state: BailingState) -> CallbackVerifier:

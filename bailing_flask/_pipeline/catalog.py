@@ -21,7 +21,7 @@ from flask import has_request_context, request
 from bailing_flask.wire.base_url import PathMap
 from bailing_flask._pipeline.mount import path_map_for
 from bailing_flask._pipeline.registry import Registry, Tool, registry_of
-from bailing_flask._state import BailingState
+from bailing_flask._state import BailingState, Cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask.lint.codes import Finding
@@ -232,6 +232,10 @@ def build_catalog(
     return Catalog(document, findings, served, serialize(served), excluded, path_map)
 
 
+#: the app's catalog and the registry it was built from (read through :func:`catalog_of`)
+_CATALOG: Cache[tuple[Registry, Catalog]] = Cache("catalog")
+
+
 def catalog_of(state: BailingState, *, log_findings: bool = True) -> Catalog:
     """The catalog of the app's current registry, cached on its state (with the path map).
 
@@ -241,14 +245,14 @@ def catalog_of(state: BailingState, *, log_findings: bool = True) -> Catalog:
     """
     registry = registry_of(state)
     paths = path_map_of(state)
-    catalog: Catalog | None = state.compiled_catalog
-    if catalog is not None and state.compiled_registry is registry and catalog.path_map == paths:
+    built = _CATALOG.get(state)
+    if built is not None and built[0] is registry and built[1].path_map == paths:
         if not log_findings:
-            _log_findings(state, catalog, emit=False)
-        return catalog
+            _log_findings(state, built[1], emit=False)
+        return built[1]
     with state.lock:
-        catalog = state.compiled_catalog
-        if catalog is None or state.compiled_registry is not registry or catalog.path_map != paths:
+        built = _CATALOG.get(state)
+        if built is None or built[0] is not registry or built[1].path_map != paths:
             catalog = build_catalog(
                 registry,
                 title=state.config.catalog_title or state.app.name,
@@ -256,10 +260,12 @@ def catalog_of(state: BailingState, *, log_findings: bool = True) -> Catalog:
                 probe_path=state.config.probe_path,
                 path_map=paths,
             )
-            state.compiled_catalog = catalog
+            _CATALOG.put(state, (registry, catalog))
             _log_findings(state, catalog, emit=log_findings)
-        elif not log_findings:
-            _log_findings(state, catalog, emit=False)
+        else:
+            catalog = built[1]
+            if not log_findings:
+                _log_findings(state, catalog, emit=False)
     return catalog
 
 

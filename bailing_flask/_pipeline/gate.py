@@ -413,8 +413,9 @@ def run_gate(
     if verified is None and (tool.options.allow_unsigned or _UNSIGNED_HERE.get() is tool):
         return _unsigned(state, tool, call_view, kwargs, req)
     started = environ[audit.STARTED_KEY] = time.perf_counter()
-    if state.telemetry is not None:
-        environ[audit.SPAN_KEY] = state.telemetry.start(tool, verified)
+    telemetry: audit.TelemetryHook | None = state.caches.get(audit.TELEMETRY)
+    if telemetry is not None:
+        environ[audit.SPAN_KEY] = telemetry.start(tool, verified)
     if verified is None:
         warn_refused_credentials(state, tool, environ)
         return _refuse(state, tool, None, ErrorInfo.make("missing_signature"))

@@ -45,7 +45,7 @@ from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask._sync import call_sync
 from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
 from bailing_flask.settings import Config
-from bailing_flask._state import BailingState
+from bailing_flask._state import BailingState, Cache
 from bailing_flask.stores import (
     IdempotencyStore,
     Reservation,
@@ -233,9 +233,21 @@ def use_store_here(runner: Idempotency, store: IdempotencyStore) -> None:
     _STORE_HERE.set((runner, store))
 
 
+#: the app's de-duplication runner (:func:`install_idempotency`, :func:`idempotency_of`)
+_RUNNER: Cache[Idempotency] = Cache("idempotency")
+
+
+def install_idempotency(state: BailingState,
+                        transaction_mode: Callable[[Idempotency], TransactionMode]) -> Idempotency:
+    """Give ``state``'s app its runner (``init_app``); its store becomes the app's ``state.store``."""
+    runner = _RUNNER.put(state, Idempotency(state, transaction_mode))
+    state.store = runner.store
+    return runner
+
+
 def idempotency_of(state: BailingState) -> Idempotency:
-    """The app's de-duplication runner (``init_app`` puts it on the state)."""
-    runner: Idempotency = state.idempotency
+    """The app's de-duplication runner (``init_app`` installs it)."""
+    runner: Idempotency = state.caches[_RUNNER]  # on the request path: a subscript, not a call
     return runner
 
 

@@ -30,7 +30,7 @@ from bailing_flask.declare import (
     Declaration, Param, ToolOptions, effective_repeats, get_declaration, get_defaults, get_wrapped_by,
 )
 from bailing_flask.settings import Config
-from bailing_flask._state import BailingState
+from bailing_flask._state import BailingState, Cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from bailing_flask._pipeline.marshmallow_models import MarshmallowModel
@@ -558,6 +558,10 @@ def _rule_count(app: Flask) -> int:
     return sum(1 for _ in app.url_map.iter_rules())
 
 
+#: the app's compiled registry (read through :func:`registry_of`)
+_REGISTRY: Cache[Registry] = Cache("registry")
+
+
 def registry_of(state: BailingState) -> Registry:
     """The app's compiled tools, cached on its state; rebuilt if routes were added since.
 
@@ -566,7 +570,7 @@ def registry_of(state: BailingState) -> Registry:
     rules is not free on a large app). Each build calls ``state.on_compile``
     (which puts the gates in front of the tool endpoints).
     """
-    current: Registry | None = state.compiled_registry
+    current = _REGISTRY.get(state)
     if current is not None:
         if state.registry_final:
             return current
@@ -574,12 +578,11 @@ def registry_of(state: BailingState) -> Registry:
             state.registry_final = bool(getattr(state.app, "_got_first_request", False))
             return current
     with state.lock:
-        current = state.compiled_registry
+        current = _REGISTRY.get(state)
         if current is None or current.rule_count != _rule_count(state.app):
             started = bool(getattr(state.app, "_got_first_request", False))
             current = build_registry(state.app, state.callbacks.authorizer_func is not None, state.config)
             state.on_compile(state, current)
-            state.compiled_registry = current
-            state.compiled_catalog = None
+            _REGISTRY.put(state, current)
             state.registry_final = started
     return current
