@@ -22,6 +22,13 @@ statement alike); a figure is the median of the per-round ratios.
   use, so ``import bailing_flask`` alone no longer loads the extension, the
   declarations or pydantic's models; an application that takes ``Bailing``
   and ``tool`` does, and this row is what it pays;
+* ``app_model_import_vs_flask_model`` (no target): the same for an
+  application that declares one pydantic model of its own (a tool's
+  arguments are one): ``from bailing_flask import Bailing, tool`` and the
+  model / ``import flask`` and the model. pydantic's one-time set-up, paid
+  by whichever model is built first in a process (its schema machinery and
+  a scan of the installed distributions for pydantic plugins), is on both
+  sides here, and not in the baseline of the row above;
 * ``import_vs_flask`` (no target since issue 22; was <= 1.3, issue 14): the
   same over ``import flask``;
 * ``pytest_plugin_suite_ms`` (target <= 50 ms): what the package's pytest
@@ -38,8 +45,9 @@ statement alike); a figure is the median of the per-round ratios.
   plugin's entry point in a fresh interpreter that has imported pytest.
 
 The details list what ``import bailing_flask`` loads beyond ``import
-flask`` (the package's own modules and third-party top-level packages) and
-the heaviest of those by ``-X importtime`` (third-party packages by
+flask`` (the package's own modules and third-party top-level packages),
+what ``from bailing_flask import Bailing, tool`` loads beyond it, and the
+heaviest of the latter by ``-X importtime`` (third-party packages by
 cumulative time, the package's own modules by their own time) - what to
 make lazy.
 """
@@ -65,6 +73,11 @@ _TIMED = ("import sys, time\n"
           "{statement}\n"
           "t1 = time.process_time_ns()\n"
           "print(t1 - t0)\n")
+#: An application's own pydantic model (a tool's arguments), the same on both sides of a row.
+_MODEL = ("from pydantic import BaseModel\n"
+          "class Model(BaseModel):\n"
+          "    quantity: int = 1\n")
+_MODEL_SHOWN = "class Model(BaseModel): quantity: int = 1"
 #: What each round times, by name.
 STATEMENTS = {
     "flask": "import flask",
@@ -72,12 +85,15 @@ STATEMENTS = {
     "flask_basemodel": "import flask; from pydantic import BaseModel",
     "bailing_flask": "import bailing_flask",
     "bailing_flask_app": "from bailing_flask import Bailing, tool",
+    "flask_model": "import flask\n" + _MODEL,
+    "bailing_flask_app_model": "from bailing_flask import Bailing, tool\n" + _MODEL,
 }
+#: what :data:`STATEMENTS` measure beyond ``import flask``: the package alone, and an app's import
+_IMPORTS = {"package": "import bailing_flask", "app": "from bailing_flask import Bailing, tool"}
 _MODULES = ("import sys\n"
-            "before = set(sys.modules)\n"
             "import flask\n"
             "after_flask = set(sys.modules)\n"
-            "import bailing_flask\n"
+            "{statement}\n"
             "print('\\n'.join(sorted(set(sys.modules) - after_flask)))\n")
 
 
@@ -99,15 +115,22 @@ def import_cpu_ns(statement: str) -> int:
     return int(proc.stdout.strip().splitlines()[-1])
 
 
-def loaded_beyond_flask() -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", _MODULES], capture_output=True, text=True,
-                          cwd=ROOT, env=_env(), timeout=120, check=True)
+def _shown(statement: str) -> str:
+    """One line of a statement for the notes (the model's class is named, not shown)."""
+    first, _, rest = statement.partition("\n")
+    return first if not rest else f"{first}` + `{_MODEL_SHOWN}"
+
+
+def loaded_beyond_flask(statement: str = _IMPORTS["package"]) -> list[str]:
+    """The modules ``statement`` loads in a fresh interpreter that imported flask."""
+    proc = subprocess.run([sys.executable, "-c", _MODULES.format(statement=statement)],
+                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120, check=True)
     return [line for line in proc.stdout.splitlines() if line]
 
 
-def import_times(extra: set[str]) -> list[dict[str, Any]]:
-    """``-X importtime`` self and cumulative µs of the modules ``import bailing_flask`` adds."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import flask\nimport bailing_flask"],
+def import_times(extra: set[str], statement: str = _IMPORTS["app"]) -> list[dict[str, Any]]:
+    """``-X importtime`` self and cumulative µs of the modules in ``extra`` that ``statement`` loads."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import flask\n{statement}"],
                           capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120, check=True)
     rows = []
     for line in proc.stderr.splitlines():
@@ -262,7 +285,10 @@ def run(quick: bool = False) -> list[Result]:
     extra = loaded_beyond_flask()
     own = [m for m in extra if m == "bailing_flask" or m.startswith("bailing_flask.")]
     third_party = sorted({m.split(".")[0] for m in extra if not m.startswith("bailing_flask")})
-    times = import_times(set(extra))
+    app_extra = loaded_beyond_flask(_IMPORTS["app"])
+    app_own = [m for m in app_extra if m == "bailing_flask" or m.startswith("bailing_flask.")]
+    app_third_party = sorted({m.split(".")[0] for m in app_extra if not m.startswith("bailing_flask")})
+    times = import_times(set(app_extra))
     # third-party packages as a whole (cumulative), the package's own modules by their own time
     outside = sorted((r for r in times if "." not in r["module"] and r["module"] != "bailing_flask"),
                      key=lambda r: -r["cumulative_us"])[:5]
@@ -276,6 +302,9 @@ def run(quick: bool = False) -> list[Result]:
         "modules_beyond_flask": len(extra),
         "bailing_flask_modules_loaded": own,
         "top_level_packages_beyond_flask": third_party,
+        "app_import_modules_beyond_flask": len(app_extra),
+        "app_import_own_modules": len(app_own),
+        "app_import_top_level_packages_beyond_flask": app_third_party,
         "heaviest_third_party_cumulative": outside,
         "heaviest_own_modules_self": inside,
     }
@@ -293,16 +322,21 @@ def run(quick: bool = False) -> list[Result]:
                    "CPU of `from bailing_flask import Bailing, tool` / CPU of `import flask, pydantic`: "
                    "what an application's own import pays (the issue's import target)", details,
                    measured="bailing_flask_app"),
+        _ratio_row("app_model_import_vs_flask_model", ns, "flask_model", "", 0.0,
+                   "CPU of `from bailing_flask import Bailing, tool` and one pydantic model / CPU of "
+                   "`import flask` and the same model: what the package adds to an app that declares "
+                   "a model anyway (no target)", details, measured="bailing_flask_app_model"),
         _ratio_row("import_vs_flask", ns, "flask", "", 0.0,
                    "CPU of `import bailing_flask` / CPU of `import flask` (no target since issue 22)",
                    details),
     ]
     results[-1].notes.append(
         f"{GROUP}: CPU ms per import (median of {rounds} rounds): "
-        + ", ".join(f"`{STATEMENTS[name]}` {value}" for name, value in ms.items())
-        + f"; bailing_flask loads {len(own)} of its own modules and {len(extra) - len(own)} more beyond "
-        f"flask ({', '.join(third_party)}); -X importtime: third-party {heavy} (cumulative); own "
-        f"modules {own_heavy} (self)")
+        + ", ".join(f"`{_shown(STATEMENTS[name])}` {value}" for name, value in ms.items())
+        + f"; `import bailing_flask` loads {len(own)} of its own modules and {len(extra) - len(own)} "
+        f"more beyond flask ({', '.join(third_party) or 'none'}); `{_IMPORTS['app']}` loads "
+        f"{len(app_own)} and {len(app_extra) - len(app_own)} more ({', '.join(app_third_party)}); "
+        f"its -X importtime: third-party {heavy} (cumulative); own modules {own_heavy} (self)")
     return [*results, plugin_load(quick), plugin_cost(quick)]
 
 
