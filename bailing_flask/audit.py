@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -355,7 +356,17 @@ def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate:
     """Log, signal and trace one record. Never raises into the request."""
     _bound_record(record)
     if logger_emits():
-        audit_logger.info("%s", audit_line(record), extra={"bailing": record})
+        line = audit_line(record)
+        if audit_logger.__class__ is logging.Logger:
+            # what Logger.info would hand the handlers, without its look up the stack for
+            # the caller (this line): the same record from the same factory, then handle()
+            frame = sys._getframe()
+            code = frame.f_code
+            audit_logger.handle(audit_logger.makeRecord(
+                AUDIT_LOGGER, logging.INFO, code.co_filename, frame.f_lineno, "%s", (line,), None,
+                code.co_name, {"bailing": record}, None))
+        else:  # a logger class of the app's own (logging.setLoggerClass): its info() decides
+            audit_logger.info("%s", line, extra={"bailing": record})
     sink = state.audit_sink
     if sink is not None:
         sink.emit(record)

@@ -523,3 +523,102 @@ def test_every_string_of_a_record_is_bounded_and_says_where_it_was_cut(
 
     limit = audit_module.MAX_FIELD_CHARS + len("…[cut: 6003 characters]")
     assert max(len(text) for record in records for text in strings(record)) <= limit
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.taken.append(record)
+
+
+@pytest.fixture
+def kept(quiet_audit_logger: logging.Logger) -> Iterator[_Keep]:
+    """The audit logger on for INFO with one handler that keeps what it is handed."""
+    keep = _Keep()
+    quiet_audit_logger.setLevel(logging.INFO)
+    quiet_audit_logger.propagate = False
+    quiet_audit_logger.addHandler(keep)
+    yield keep
+
+
+def test_the_audit_line_reaches_a_handler_as_logger_info_would_hand_it(
+    hub: HubSimulator, kept: _Keep, quiet_audit_logger: logging.Logger,
+) -> None:
+    """The package makes the record itself (no look up the stack for the caller), with the
+    attributes ``Logger.info`` would give it: a formatter showing the file, line or function
+    shows where the package logs, as before."""
+    import inspect
+
+    hub.call("ok", subject="t1:u1")
+    (record,) = kept.taken
+    line = record.getMessage()
+    assert json.loads(line) == record.bailing and record.bailing["tool"] == "ok"  # type: ignore[attr-defined]
+    assert (record.name, record.levelno, record.msg, record.args) == (
+        "bailing_flask.audit", logging.INFO, "%s", (line,))
+    assert record.pathname == audit_module.emit.__code__.co_filename
+    assert (record.module, record.funcName, record.exc_info, record.stack_info) == (
+        "audit", "emit", None, None)
+    source, first = inspect.getsourcelines(audit_module.emit)
+    assert first < record.lineno < first + len(source)
+
+    reference = _Keep()  # what Logger.info itself makes of the same message
+    quiet_audit_logger.handlers[:] = [reference]
+    quiet_audit_logger.info("%s", line, extra={"bailing": record.bailing})  # type: ignore[attr-defined]
+    formatted = {"message", "asctime"}  # what a formatter that handled the record added to it
+    assert set(vars(reference.taken[0])) - formatted == set(vars(record)) - formatted
+
+
+def test_the_audit_record_goes_through_the_apps_record_factory_filters_and_disable(
+    hub: HubSimulator, kept: _Keep, quiet_audit_logger: logging.Logger,
+) -> None:
+    made = logging.getLogRecordFactory()
+
+    def tagging(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        record.tenant = "t1"  # type: ignore[attr-defined]  # what a tracing library adds
+        return record
+
+    logging.setLogRecordFactory(tagging)
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        logging.setLogRecordFactory(made)
+    assert [getattr(r, "tenant", None) for r in kept.taken] == ["t1"]
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    quiet_audit_logger.addFilter(drop)
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        quiet_audit_logger.removeFilter(drop)
+    logging.disable(logging.INFO)
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        logging.disable(logging.NOTSET)
+    assert len(kept.taken) == 1
+    hub.call("ok", subject="t1:u1")
+    assert len(kept.taken) == 2
+
+
+def test_an_apps_own_logger_class_gets_the_audit_line_through_its_info(
+    hub: HubSimulator, kept: _Keep, quiet_audit_logger: logging.Logger,
+) -> None:
+    called: list[str] = []
+
+    class Structured(logging.Logger):  # what logging.setLoggerClass before the import would give
+        def info(self, msg: object, *args: Any, **kwargs: Any) -> None:
+            called.append(str(args[0]))
+            super().info(msg, *args, **kwargs)
+
+    quiet_audit_logger.__class__ = Structured
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        quiet_audit_logger.__class__ = logging.Logger
+    assert len(called) == 1 and [r.getMessage() for r in kept.taken] == called
