@@ -9,10 +9,11 @@ message, argument values of a sensitive tool, a body) may appear.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -571,6 +572,15 @@ def test_the_audit_line_reaches_a_handler_as_logger_info_would_hand_it(
     assert set(vars(reference.taken[0])) - formatted == set(vars(record)) - formatted
 
 
+@contextlib.contextmanager
+def _meanwhile(apply: Callable[[], None], undo: Callable[[], None]) -> Iterator[None]:
+    apply()
+    try:
+        yield
+    finally:
+        undo()
+
+
 def test_the_audit_record_goes_through_the_apps_record_factory_filters_and_disable(
     hub: HubSimulator, kept: _Keep, quiet_audit_logger: logging.Logger,
 ) -> None:
@@ -581,26 +591,19 @@ def test_the_audit_record_goes_through_the_apps_record_factory_filters_and_disab
         record.tenant = "t1"  # type: ignore[attr-defined]  # what a tracing library adds
         return record
 
-    logging.setLogRecordFactory(tagging)
-    try:
+    with _meanwhile(lambda: logging.setLogRecordFactory(tagging),
+                    lambda: logging.setLogRecordFactory(made)):
         hub.call("ok", subject="t1:u1")
-    finally:
-        logging.setLogRecordFactory(made)
     assert [getattr(r, "tenant", None) for r in kept.taken] == ["t1"]
 
     def drop(record: logging.LogRecord) -> bool:
         return False
 
-    quiet_audit_logger.addFilter(drop)
-    try:
+    with _meanwhile(lambda: quiet_audit_logger.addFilter(drop),
+                    lambda: quiet_audit_logger.removeFilter(drop)):
         hub.call("ok", subject="t1:u1")
-    finally:
-        quiet_audit_logger.removeFilter(drop)
-    logging.disable(logging.INFO)
-    try:
+    with _meanwhile(lambda: logging.disable(logging.INFO), lambda: logging.disable(logging.NOTSET)):
         hub.call("ok", subject="t1:u1")
-    finally:
-        logging.disable(logging.NOTSET)
     assert len(kept.taken) == 1
     hub.call("ok", subject="t1:u1")
     assert len(kept.taken) == 2
