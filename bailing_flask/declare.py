@@ -561,7 +561,9 @@ def _wrap(view: Callable[..., Any], options: ToolOptions, qualname: str) -> Call
     @functools.wraps(view)
     def tool_view(*args: Any, **kwargs: Any) -> Any:
         environ = request.environ
-        if ADMITTED_KEY in environ and EXERCISE_KEY not in environ:  # the gate admitted this call
+        admitted = environ.get(ADMITTED_KEY)
+        # the gate admitted a call to *this* tool (not another tool whose view calls this one)
+        if admitted is not None and admitted.declaration is declaration and EXERCISE_KEY not in environ:
             return (current_app.ensure_sync(view) if is_async else view)(*args, **kwargs)
         # reached without the gate (or watched by the exercise): never runs ungated
         return current_state().run_declared_view(declaration, view, args, kwargs, is_async)

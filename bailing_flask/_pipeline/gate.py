@@ -290,8 +290,12 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
     def gated_view(**kwargs: Any) -> Any:
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down
         environ = req.environ
-        if GATE_KEY in environ:  # a gate further out admitted this call (the app wrapped ours)
-            return sync_view(**kwargs)
+        admitted = environ.get(GATE_KEY)
+        if admitted is not None:
+            if admitted.endpoint == endpoint:  # a gate further out admitted this call (the app wrapped ours)
+                return sync_view(**kwargs)
+            # another tool's admitted call reaches this endpoint's view: not this tool's decision
+            return state.error_response(ErrorInfo.make("tool_not_registered"))
         method = req.method
         plan = plans.get(method)
         if plan is not None:
@@ -325,7 +329,8 @@ def run_declared_view(
     from running, never let one run.
     """
     environ = request.environ
-    if environ.get(GATE_KEY) is not None:
+    admitted = environ.get(GATE_KEY)
+    if admitted is not None and admitted.declaration is declaration:
         probe = environ.get(EXERCISE_KEY)
         if isinstance(probe, ExerciseProbe):
             probe.reached_view = True
