@@ -19,7 +19,7 @@ from flask import has_request_context, request
 from werkzeug.local import LocalProxy
 
 from bailing_flask.errors import NotVerifiedError
-from bailing_flask.wire.middleware import ENVIRON_KEY, UnsignedHeaders, VerifiedCall
+from bailing_flask.wire.middleware import ENVIRON_KEY, UnsignedHeaders, VerifiedCall, altered_part
 
 from pydantic import BaseModel
 
@@ -189,9 +189,16 @@ _UNSIGNED = "this request was not signed by BailingHub, so there is no verified 
 
 
 def _not_admitted(environ: dict[str, Any]) -> ToolCall | None:
-    """The call of a signed request that no tool admitted (a route that is not a tool)."""
+    """The call of a signed request that no tool admitted (a route that is not a tool).
+
+    ``None`` also when the request as routed is not the one verified (a
+    middleware inside the verifier changed its method, path, query or
+    body): the signature vouches for another request than this route's.
+    """
     verified = environ.get(ENVIRON_KEY)
-    return None if verified is None else ToolCall(verified=verified)
+    if verified is None or altered_part(environ) is not None:
+        return None
+    return ToolCall(verified=verified)
 
 
 def get_current_call() -> ToolCall | None:

@@ -47,7 +47,7 @@ from flask import Flask, Response, current_app, g, has_app_context, has_request_
 from bailing_flask._state import EXTENSION_KEY
 from bailing_flask.context import TOOL_CALL_KEY, ToolCall
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.wire.middleware import AFTER_CALL_KEY, ENVIRON_KEY, VerifiedCall
+from bailing_flask.wire.middleware import AFTER_CALL_KEY, ENVIRON_KEY, VerifiedCall, altered_part
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import idempotency_of
 
@@ -193,7 +193,8 @@ def exempt_hub_requests(app: Flask, hook: Callable[[], Any]) -> Callable[[], Any
     yours to edit. This replaces ``hook`` wherever ``app`` registered it with
     a function that returns ``None`` for a request whose hub signature
     verified (a tool call, the authorization probe, the catalog fetch) and
-    runs ``hook`` for every other request::
+    that reaches the app as it was signed, and runs ``hook`` for every other
+    request (one a middleware inside the verifier rerouted included)::
 
         talisman = Talisman(app)
         bailing_flask.integrations.exempt_hub_requests(app, talisman._force_https)
@@ -217,7 +218,10 @@ def exempt_hub_requests(app: Flask, hook: Callable[[], Any]) -> Callable[[], Any
 
     @functools.wraps(hook)
     def step_aside_for_hub() -> Any:
-        if request.environ.get(ENVIRON_KEY) is not None:  # verified by the middleware
+        environ = request.environ
+        # verified by the middleware, and routed as it was signed (no middleware inside the
+        # verifier turned it into a request to another route)
+        if environ.get(ENVIRON_KEY) is not None and altered_part(environ) is None:
             return None
         return current_app.ensure_sync(hook)()
 

@@ -18,7 +18,8 @@ from flask import Flask, jsonify, request
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from bailing_flask import Bailing, tool
+from bailing_flask import Bailing, get_current_call, tool
+from bailing_flask.integrations import exempt_hub_requests
 from bailing_flask.testing import HubSimulator, signed_headers
 
 from .helpers import STRONG_SECRET, raw_request
@@ -209,3 +210,59 @@ def test_a_forged_verified_call_without_the_middleware_snapshot_is_refused():
     assert response.status_code == 401
     assert response.get_json()["part"] == "request"
     assert ran == []
+
+
+def _rerouted_app() -> tuple[Flask, list[str]]:
+    """A tool route's signed request rerouted, inside the verifier, to an ordinary route."""
+    app, ran = make_app(lambda wsgi: Rewrite(wsgi, "PATH_INFO", "/account/delete"))
+
+    @app.before_request
+    def require_session() -> Any:  # another package's guard, exempted for hub requests
+        if request.path.startswith("/account/"):
+            return jsonify(error="login required"), 401
+        return None
+
+    exempt_hub_requests(app, require_session)
+
+    @app.get("/account/delete")
+    def account_delete() -> Any:  # an ordinary route that trusts a verified caller
+        call = get_current_call()
+        ran.append(f"account_delete for {call.subject if call else None}")
+        return jsonify(subject=call.subject if call else None)
+
+    return app, ran
+
+
+def test_a_signed_request_rerouted_to_an_ordinary_route_carries_no_verified_call():
+    app, ran = _rerouted_app()
+    app.before_request_funcs[None].clear()  # no guard: the route itself reads the call
+    headers = signed_headers(STRONG_SECRET, "GET", "/files/a.txt", subject="t1:alice")
+    response = app.test_client().get("/files/a.txt", headers=headers,
+                                     environ_overrides={"RAW_URI": "/files/a.txt"})
+    assert response.get_json() == {"subject": None}
+    assert ran == ["account_delete for None"]
+
+
+def test_a_signed_request_rerouted_to_an_ordinary_route_meets_the_exempted_guard(live_server):
+    app, ran = _rerouted_app()
+    base = live_server(app)
+    response = raw_request(base, "GET", "/files/a.txt",
+                           signed_headers(STRONG_SECRET, "GET", "/files/a.txt", subject="t1:alice"))
+    assert response.status == 401
+    assert b"login required" in response.body
+    assert ran == []
+
+
+def test_the_exempted_guard_still_steps_aside_for_the_signed_call_itself(live_server):
+    app, ran = make_app()
+
+    @app.before_request
+    def require_session() -> Any:
+        return jsonify(error="login required"), 401
+
+    exempt_hub_requests(app, require_session)
+    base = live_server(app)
+    response = raw_request(base, "GET", "/files/a.txt",
+                           signed_headers(STRONG_SECRET, "GET", "/files/a.txt", subject="t1:alice"))
+    assert response.status == 200, response.body
+    assert ran == ["a.txt"]

@@ -26,7 +26,6 @@ import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote_to_bytes
 
 from flask import Response, after_this_request, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
@@ -44,7 +43,7 @@ from bailing_flask.responses import ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
 from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, direct_view, get_declaration
-from bailing_flask.wire.middleware import AFTER_CALL_KEY, AS_VERIFIED_KEY, ENVIRON_KEY, AsVerified, VerifiedCall
+from bailing_flask.wire.middleware import AFTER_CALL_KEY, ENVIRON_KEY, VerifiedCall, altered_part
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._pipeline.idempotency import REPLAYED_KEY, idempotency_of
 
@@ -362,41 +361,6 @@ def run_declared_view(
         declaration.qualname, endpoint, level=logging.ERROR,
     )
     return state.error_response(ErrorInfo.make("tool_not_registered"))
-
-
-def _decoded_path(raw_path: str) -> str:
-    """A raw (percent-encoded) path in the form WSGI servers give ``PATH_INFO``."""
-    if "%" not in raw_path:
-        return raw_path
-    try:
-        raw = raw_path.encode("latin-1")
-    except UnicodeEncodeError:
-        raw = raw_path.encode("utf-8")
-    return unquote_to_bytes(raw).decode("latin-1")
-
-
-def altered_part(environ: dict[str, Any]) -> str | None:
-    """Which part of the request changed after verification, or ``None``.
-
-    Compares what Flask routes on (method, ``PATH_INFO``, ``QUERY_STRING``,
-    the body stream and its length) with what the middleware verified, in
-    decoded form, so ``%2F``, non-ASCII paths and prefix mounts compare
-    equal exactly when they are the same request.
-    """
-    seen: AsVerified | None = environ.get(AS_VERIFIED_KEY)
-    if seen is None:
-        return "request"
-    if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
-        return "method"
-    raw_path = seen.raw_path
-    routed = raw_path if "%" not in raw_path else _decoded_path(raw_path)
-    if (routed or "/") != (environ.get("PATH_INFO") or "/"):
-        return "path"
-    if environ.get("QUERY_STRING", "") != seen.query:
-        return "query"
-    if environ.get("wsgi.input") is not seen.stream or environ.get("CONTENT_LENGTH") != seen.content_length:
-        return "body"
-    return None
 
 
 def run_gate(

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
+from urllib.parse import unquote_to_bytes
 
 from bailing_flask.wire import deadline as _deadline
 from bailing_flask.wire import drain as _drain
@@ -34,6 +35,7 @@ __all__ = [
     "AS_VERIFIED_KEY",
     "AFTER_CALL_KEY",
     "AsVerified",
+    "altered_part",
     "DEFAULT_CATALOG_PATH",
     "BailingMiddleware",
     "VerifiedCall",
@@ -596,3 +598,38 @@ class _ClosingIterable:
                 inner_close()
         finally:
             self._close()
+
+
+def _decoded_path(raw_path: str) -> str:
+    """A raw (percent-encoded) path in the form WSGI servers give ``PATH_INFO``."""
+    if "%" not in raw_path:
+        return raw_path
+    try:
+        raw = raw_path.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = raw_path.encode("utf-8")
+    return unquote_to_bytes(raw).decode("latin-1")
+
+
+def altered_part(environ: dict[str, Any]) -> str | None:
+    """Which part of the request changed after verification, or ``None``.
+
+    Compares what Flask routes on (method, ``PATH_INFO``, ``QUERY_STRING``,
+    the body stream and its length) with what the middleware verified, in
+    decoded form, so ``%2F``, non-ASCII paths and prefix mounts compare
+    equal exactly when they are the same request.
+    """
+    seen: AsVerified | None = environ.get(AS_VERIFIED_KEY)
+    if seen is None:
+        return "request"
+    if environ.get("REQUEST_METHOD", "GET").upper() != seen.method:
+        return "method"
+    raw_path = seen.raw_path
+    routed = raw_path if "%" not in raw_path else _decoded_path(raw_path)
+    if (routed or "/") != (environ.get("PATH_INFO") or "/"):
+        return "path"
+    if environ.get("QUERY_STRING", "") != seen.query:
+        return "query"
+    if environ.get("wsgi.input") is not seen.stream or environ.get("CONTENT_LENGTH") != seen.content_length:
+        return "body"
+    return None
