@@ -489,7 +489,7 @@ def call_command(tool_name: str, args_json: str, subject: str | None, job_id: st
             raise click.ClickException(
                 f"tool {tool_name!r} needs the path argument(s) {names}: put them in ARGS_JSON, "
                 f"e.g. '{example}' (without them the hub would request the literal placeholder "
-                "and get 404)")
+                "and get 422 missing_path_argument)")
         request = hub.build_call(tool_name, args, subject=subject, job_id=job_id)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from None

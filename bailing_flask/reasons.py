@@ -71,6 +71,12 @@ _TABLE: tuple[Reason, ...] = (
        )),
     _r("unexpected_body", 401, "bad_signature",
        "A GET or HEAD request signed by the hub never carries a body."),
+    _r("missing_path_argument", 422, "invalid_arguments",
+       (
+           "A path parameter of this tool was left out: the hub signed the path template "
+           "with its {placeholder} (and its URL parser sent it as %7B...%7D). Call the tool "
+           "again with every path argument."
+       )),
     _r("body_too_large", 413, "body_too_large",
        "The request body is larger than this endpoint accepts."),
     _r("malformed_body", 400, "malformed_body",

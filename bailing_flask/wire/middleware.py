@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
@@ -65,6 +66,7 @@ RefusalListener = Callable[[SignatureError, "dict[str, Any]", str], None]
 _new_tuple: Any = tuple.__new__
 
 _STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 408: "408 Request Timeout",
+                422: "422 Unprocessable Content",
                 413: "413 Content Too Large", 503: "503 Service Unavailable"}
 
 
@@ -439,8 +441,14 @@ class BailingMiddleware:
         _hand_over(environ, stream, length)
         assert timestamp is not None  # check_unread refused a missing one
         # WSGI decodes header bytes as ISO-8859-1; the hub signed UTF-8.
-        label = verifier.match_read(
-            signature, timestamp, method, signed_path, sha256, length, subject_raw, job_id)
+        try:
+            label = verifier.match_read(
+                signature, timestamp, method, signed_path, sha256, length, subject_raw, job_id)
+        except SignatureError as error:
+            if error.reason == "bad_signature" and "%7B" in signed_path:
+                _refuse_unfilled_placeholder(
+                    verifier, signature, timestamp, method, signed_path, sha256, subject_raw, job_id)
+            raise
         # the records are built with tuple.__new__: a named tuple's own __new__ is a Python call
         environ[AS_VERIFIED_KEY] = _new_tuple(
             AsVerified, (method, path, query, get("CONTENT_LENGTH"), stream))
@@ -532,6 +540,35 @@ class BailingMiddleware:
         public = mount_prefix(environ, self.public_prefix) + path
         relative = strip_base(public, self.base_url.path)
         return public if relative is None else relative  # not under base_url: cannot verify
+
+
+def _refuse_unfilled_placeholder(
+    verifier: Verifier, signature: str, timestamp: str, method: str, signed_path: str,
+    sha256: str, subject: str, job_id: str,
+) -> None:
+    """Raise ``missing_path_argument`` if the hub signed this path with a placeholder left in.
+
+    When the model leaves out a path argument, the hub signs the template
+    itself (``/orders/{order_id}``) but its URL parser sends the braces
+    percent-encoded (``/orders/%7Border_id%7D``), so the received path never
+    matches. A substituted value cannot produce this: the hub encodes braces
+    in values before signing. The request is refused either way; this only
+    names the real problem instead of a secret or proxy mismatch.
+    """
+    cut = signed_path.find("?")
+    path, query = (signed_path, "") if cut < 0 else (signed_path[:cut], signed_path[cut:])
+    template = path.replace("%7B", "{").replace("%7D", "}")
+    if template == path or not _PLACEHOLDER.search(template):
+        return
+    try:
+        verifier.match(signature, timestamp, method, template + query, sha256, subject, job_id)
+    except SignatureError:
+        return
+    raise SignatureError("missing_path_argument")
+
+
+#: A path template placeholder as the hub substitutes it (``{name}``).
+_PLACEHOLDER = re.compile(r"\{[^{}]+\}")
 
 
 def _announces_body(environ: dict[str, Any]) -> bool:
