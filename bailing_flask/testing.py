@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from bailing_flask.wire.jsenc import canonical_json, encode_uri_component, js_property_order, js_string, json_stringify, url_search_params
+from bailing_flask.wire.jsenc import (
+    canonical_json,
+    encode_uri_component,
+    js_property_order,
+    js_string,
+    json_stringify,
+    url_search_params,
+    whatwg_target,
+)
 from bailing_flask.hub import posts as hub_payloads
 from bailing_flask.wire.signing import sign_callback, sign_tool_call
 
@@ -407,8 +415,9 @@ class HubSimulator:
         """Path parameters of ``tool`` that ``args`` leaves out (or sets to ``null``).
 
         The hub would send such a call anyway, with the placeholder itself
-        (``{order_id}``, ``%7Border_id%7D`` on the wire), which the app
-        answers with 404: check first to say which argument is missing.
+        (signed as ``{order_id}``, sent as ``%7Border_id%7D``, as this
+        simulator sends it too), which the app refuses with ``422
+        missing_path_argument``: check first to say which argument is missing.
         """
         import re
 
@@ -431,8 +440,9 @@ class HubSimulator:
                 headers.pop(header, None)
             else:
                 headers[header] = value
-        return self.send(request.method, self._prefix + request.path_with_query, headers, request.body,
-                         request)
+        # the request line the hub's fetch sends: its URL parser may change what was signed
+        return self.send(request.method, self._prefix + whatwg_target(request.path_with_query), headers,
+                         request.body, request)
 
     # -- the authorization probe --------------------------------------------------------
 
@@ -457,7 +467,7 @@ class HubSimulator:
         if target.mode == "dedicated":
             headers["Content-Type"] = "application/json"
         request = HubRequest(target.method, target.path, headers, body)
-        return self.send(target.method, self._prefix + target.path, headers, body, request)
+        return self.send(target.method, self._prefix + whatwg_target(target.path), headers, body, request)
 
     # -- what the hub POSTs to the business ------------------------------------------------
 

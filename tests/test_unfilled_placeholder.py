@@ -12,6 +12,10 @@ signature that sends the operator hunting for a wrong secret or a proxy.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from tests.helpers import HUB_SECRET
 from tests.test_middleware import call, protect, signed
 
@@ -48,3 +52,49 @@ def test_a_value_with_braces_is_verified_as_sent():
     response = call(protect(), "GET", target, headers=signed("GET", target))
     assert response.status_code == 200
     assert response.json["call"]["signed_path"] == target
+
+
+# -- the simulator sends what the hub's fetch sends ---------------------------------------------
+
+
+def _orders_app() -> Any:
+    from flask import Flask
+
+    from bailing_flask import Bailing, tool
+
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[HUB_SECRET], BAILING_STORE="memory://")
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.get("/orders/<int:order_id>")
+    @tool(scope="order.read")
+    def order_get(order_id: int) -> Any:
+        """Read one order."""
+        return {"order_id": order_id}
+
+    return app
+
+
+def test_the_simulator_sends_an_omitted_path_argument_the_way_the_hub_does():
+    from bailing_flask.testing import HubSimulator
+
+    hub = HubSimulator(_orders_app(), HUB_SECRET)
+    request = hub.build_call("order_get", {})
+    assert request.path_with_query == "/orders/{order_id}"  # what is signed
+    response = hub.call("order_get", {})
+    assert (response.status, response.json()["reason"]) == (422, "missing_path_argument")
+    assert hub.call("order_get", {"order_id": 7}).json() == {"order_id": 7}
+
+
+@pytest.mark.parametrize(("signed_target", "wire"), [
+    ("/orders/{order_id}", "/orders/%7Border_id%7D"),
+    ("/商品/list x?q=1", "/%E5%95%86%E5%93%81/list%20x?q=1"),
+    ("/files/..", "/"),
+    ("/files/./a", "/files/a"),
+    ("/a\\b", "/a/b"),
+    ("/orders/7?keyword=%E5%BC%A0+x&page=2", "/orders/7?keyword=%E5%BC%A0+x&page=2"),  # URLSearchParams: kept
+])
+def test_the_request_line_is_the_url_parsers(signed_target, wire):
+    from bailing_flask.wire.jsenc import whatwg_target
+
+    assert whatwg_target(signed_target) == wire

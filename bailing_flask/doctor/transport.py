@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from bailing_flask.wire.jsenc import QUERY_ENCODE_SET, percent_encode, whatwg_pathname
+
 
 #: The headers Node's fetch adds to every request the hub sends.
 _NODE_HEADERS = (
@@ -21,41 +23,6 @@ _NODE_HEADERS = (
     ("accept-encoding", "gzip, deflate"),
 )
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_PATH_ENCODE = frozenset(' "#<>?`{}')
-_QUERY_ENCODE = frozenset(" \"#<>'")
-
-
-def _percent_encode(text: str, encode: frozenset[str]) -> str:
-    out = []
-    for ch in text:
-        if ord(ch) < 0x20 or ord(ch) > 0x7E or ch in encode:
-            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _whatwg_path(path: str) -> str:
-    """The pathname the WHATWG URL parser makes of ``path`` (http/https)."""
-    path = path.replace("\\", "/")
-    if not path.startswith("/"):
-        path = "/" + path
-    segments = path[1:].split("/")
-    out: list[str] = []
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        lowered = segment.lower()
-        if lowered in ("..", ".%2e", "%2e.", "%2e%2e"):
-            if out:
-                out.pop()
-            if last:
-                out.append("")
-        elif lowered in (".", "%2e"):
-            if last:
-                out.append("")
-        else:
-            out.append(_percent_encode(segment, _PATH_ENCODE))
-    return "/" + "/".join(out)
 
 
 @dataclass(frozen=True)
@@ -83,9 +50,9 @@ def _parse_url(url: str) -> _Url:
     port = parts.port
     if (scheme, port) in (("http", 80), ("https", 443)):
         port = None
-    target = _whatwg_path(parts.path or "/")
+    target = whatwg_pathname(parts.path or "/")
     if parts.query:
-        target += "?" + _percent_encode(parts.query, _QUERY_ENCODE)
+        target += "?" + percent_encode(parts.query, QUERY_ENCODE_SET)
     parsed = _Url(scheme, parts.hostname, port, target, "")
     return _Url(scheme, parts.hostname, port, target, parsed.origin + target)
 

@@ -31,6 +31,11 @@ __all__ = [
     "js_property_order",
     "canonical_json",
     "json_stringify",
+    "PATH_ENCODE_SET",
+    "QUERY_ENCODE_SET",
+    "percent_encode",
+    "whatwg_pathname",
+    "whatwg_target",
 ]
 
 _MAX_ARRAY_INDEX = 4294967294
@@ -56,6 +61,58 @@ def utf16_slice(text: str, units: int) -> str:
     """``text.slice(0, units)``: may cut an astral character in half, like JS."""
     data = text.encode("utf-16-le", "surrogatepass")[: 2 * units]
     return data.decode("utf-16-le", "surrogatepass")
+
+
+#: What the WHATWG URL parser percent-encodes in an http(s) path (beyond controls and non-ASCII).
+PATH_ENCODE_SET = frozenset(' "#<>?`{}')
+#: ... and in its query.
+QUERY_ENCODE_SET = frozenset(" \"#<>'")
+
+
+def percent_encode(text: str, encode: frozenset[str]) -> str:
+    """``text`` with controls, non-ASCII and the characters of ``encode`` percent-encoded as UTF-8."""
+    out = []
+    for ch in text:
+        if ord(ch) < 0x20 or ord(ch) > 0x7E or ch in encode:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def whatwg_pathname(path: str) -> str:
+    """The pathname the WHATWG URL parser (Node's ``new URL``, ``fetch``) makes of an http(s) ``path``.
+
+    Backslashes become slashes, ``.`` and ``..`` segments (also ``%2e``)
+    are resolved, and what the parser encodes is percent-encoded: the
+    request line the hub sends, which differs from the path it signed
+    exactly where these rules change something.
+    """
+    path = path.replace("\\", "/")
+    if not path.startswith("/"):
+        path = "/" + path
+    segments = path[1:].split("/")
+    out: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        lowered = segment.lower()
+        if lowered in ("..", ".%2e", "%2e.", "%2e%2e"):
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif lowered in (".", "%2e"):
+            if last:
+                out.append("")
+        else:
+            out.append(percent_encode(segment, PATH_ENCODE_SET))
+    return "/" + "/".join(out)
+
+
+def whatwg_target(path_with_query: str) -> str:
+    """The request-target the hub's ``fetch`` sends for a signed ``path?query``."""
+    path, sep, query = path_with_query.partition("?")
+    return whatwg_pathname(path) + (sep + percent_encode(query, QUERY_ENCODE_SET) if query else "")
 
 
 def _replace_lone_surrogates(value: str) -> str:
