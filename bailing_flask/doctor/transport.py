@@ -89,7 +89,8 @@ class _Exchange:
 
     @property
     def text(self) -> str:
-        return self.body.decode("utf-8", "replace")
+        """The body as the hub's ``Response.text()`` reads it: UTF-8, one leading BOM dropped."""
+        return self.body.decode("utf-8-sig", "replace")
 
     def label(self) -> str:
         return f"HTTP {self.status}" if self.status is not None else f"network error ({self.error})"
