@@ -114,6 +114,9 @@ _TABLE: tuple[Reason, ...] = (
        "The request body must be a JSON object."),
     _r("idempotency_in_progress", 409, "conflict",
        "The same call is still being processed; retry later."),
+    _r("idempotency_other_subject", 409, "conflict",
+       "The same call was already made on behalf of another user; it was not run again, and "
+       "its answer is theirs."),
     _r("idempotency_uncertain", 409, "conflict",
        (
            "An earlier attempt of this exact call did not finish cleanly; it needs manual "

@@ -22,7 +22,7 @@ import pytest
 from flask import Blueprint, Flask, jsonify, request
 from pydantic import BaseModel, Field
 
-from bailing_flask import Bailing, ToolDeclarationError, tool, tool_defaults
+from bailing_flask import Bailing, ToolDeclarationError, get_current_call, tool, tool_defaults
 from bailing_flask.declare import REMOVED_OPTIONS, REPEATS
 from bailing_flask.responses import REPLAY_HEADER
 from bailing_flask.testing import HubSimulator
@@ -257,3 +257,37 @@ def test_safe_with_a_domain_key_is_refused_in_the_decorator_and_through_defaults
     app.register_blueprint(bp)
     with pytest.raises(ToolDeclarationError, match=r"keyed \(POST /x\): " + message):
         registry_of(state_of(app))
+
+
+# -- a domain key and another subject -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("repeats", ["replay", "transaction"])
+def test_a_domain_key_that_leaves_the_subject_out_never_hands_one_users_answer_to_another(
+        rows, db, repeats):
+    """``idempotency_key=`` on the order alone ("one refund per order"): the call runs once,
+    whoever asks; Alice's repeat gets her recorded answer, Bob's a refusal without it."""
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                      BAILING_TRANSACTION=DBAPITransaction(db))
+    Bailing(app).authorizer(lambda call: True)
+
+    @app.post("/refunds")
+    @tool(scope="refund.write", body=RowBody, repeats=repeats,
+          idempotency_key=lambda call: call.body.title)
+    def refund_create() -> Any:
+        """Refund an order once."""
+        rows.append(get_current_call().subject)
+        db().execute("INSERT INTO rows (title) VALUES (?)", ("refund",))
+        return jsonify(refund_for=get_current_call().subject, card="4242"), 201
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    alice = hub.call("refund_create", {"title": "order-7"}, subject="t1:alice", job_id="job-1")
+    again = hub.call("refund_create", {"title": "order-7"}, subject="t1:alice", job_id="job-2")
+    bob = hub.call("refund_create", {"title": "order-7"}, subject="t2:bob", job_id="job-3")
+    assert (alice.status, again.status, again.headers.get(REPLAY_HEADER)) == (201, 201, "true")
+    assert again.json() == alice.json() == {"refund_for": "t1:alice", "card": "4242"}
+    assert (bob.status, bob.json()["reason"]) == (409, "idempotency_other_subject")
+    assert "t1:alice" not in bob.text and "4242" not in bob.text
+    assert REPLAY_HEADER not in bob.headers
+    assert rows == ["t1:alice"]  # ran once, for Alice

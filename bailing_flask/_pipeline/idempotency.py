@@ -47,6 +47,7 @@ from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
 from bailing_flask.settings import Config
 from bailing_flask._state import BailingState, Cache
 from bailing_flask.stores import (
+    Entry,
     IdempotencyStore,
     Reservation,
     StoreBusy,
@@ -509,23 +510,39 @@ class Idempotency:
         )
 
     def _replay(self, plan: _Plan, call: ToolCall, key: str, reservation: Reservation) -> Response:
-        entry = reservation.entry
-        if entry.meta.unsigned_key != call.unsigned.idempotency_key:
-            logger.warning(
-                "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
-                "X-Bailing-Idempotency-Key changed from %r to %r; answered from the store",
-                key, plan.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
-            )
-        stored = entry.response
-        assert stored is not None  # completed entries carry their response
-        response = Response(stored.body, status=stored.status)
-        response.headers.clear()
-        for name, value in stored.headers:
-            if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
-                response.headers.add(name, value)
-        response.headers[REPLAY_HEADER] = "true"
-        request.environ[REPLAYED_KEY] = True
-        return response
+        return replayed_answer(self.state, plan.name, call, key, reservation.entry, "store")
+
+
+def replayed_answer(state: BailingState, tool_name: str, call: ToolCall, key: str, entry: Entry,
+                    kept_in: str) -> Response:
+    """The recorded answer of a completed call, for a repeat of it (both modes).
+
+    A recorded answer holds what the view answered the subject who made the
+    call. A repeat by another subject (a domain key that leaves the subject
+    out: "one refund per order") ran nothing either, but gets a refusal
+    instead of that answer.
+    """
+    if entry.meta.subject != call.verified.subject:
+        logger.warning("bailing: call %s of tool %r was made by another subject; its recorded "
+                       "answer is not given to %r", key, tool_name, call.verified.subject)
+        return state.error_response(ErrorInfo.make("idempotency_other_subject"))
+    if entry.meta.unsigned_key != call.unsigned.idempotency_key:
+        logger.warning(
+            "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
+            "X-Bailing-Idempotency-Key changed from %r to %r; answered from the %s",
+            key, tool_name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
+            kept_in,
+        )
+    stored = entry.response
+    assert stored is not None  # completed entries carry their response
+    response = Response(stored.body, status=stored.status)
+    response.headers.clear()
+    for name, value in stored.headers:
+        if not is_hop_by_hop(name):  # e.g. a response an operator resolved by hand
+            response.headers.add(name, value)
+    response.headers[REPLAY_HEADER] = "true"
+    request.environ[REPLAYED_KEY] = True
+    return response
 
 
 def _release(store: IdempotencyStore, key: str, token: str) -> None:

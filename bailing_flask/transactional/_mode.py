@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from flask import Response, request
 
 from bailing_flask.approvals import APPROVAL_KEY, _ApprovalRefused, _approval_candidates, _refusal
-from bailing_flask._pipeline.idempotency import REPLAYED_KEY, Idempotency, answer_of, call_key, store_refusal
+from bailing_flask._pipeline.idempotency import Idempotency, answer_of, call_key, replayed_answer, store_refusal
 from bailing_flask.wire.headers import is_hop_by_hop
 from bailing_flask.errors import ConfigurationError
-from bailing_flask.responses import REPLAY_HEADER, ErrorInfo
+from bailing_flask.responses import ErrorInfo
 from bailing_flask.stores import Entry, EntryMeta, StoreBusy, StoredResponse, StoreUnavailable
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import (
@@ -199,7 +199,7 @@ class TransactionalIdempotency:
                 return self.state.error_response(ErrorInfo.make("idempotency_in_progress"))
             return None
         if entry.state == "completed" and entry.response is not None:
-            return _replayed(tool, call, record.key, entry)
+            return replayed_answer(self.state, tool.name, call, record.key, entry, "record")
         logger.warning("bailing: call %s of tool %r was committed without its answer (the view "
                        "committed the transaction itself, then the worker died); resolve it with "
                        "`flask bailing idempotency`", record.key, tool.name)
@@ -287,25 +287,6 @@ class TransactionalIdempotency:
             adapter.cleanup(now=self.clock(), limit=1000)
         except Exception:  # noqa: BLE001 - retried at the next interval
             logger.warning("bailing: cleanup of %s failed", adapter.table_name, exc_info=True)
-
-
-def _replayed(tool: Tool, call: ToolCall, key: str, entry: Entry) -> Response:
-    if entry.meta.unsigned_key != call.unsigned.idempotency_key:
-        logger.warning(
-            "bailing: suspicious repeat of call %s (tool %r, job %r): the unsigned "
-            "X-Bailing-Idempotency-Key changed from %r to %r; answered from the record",
-            key, tool.name, call.job_id, entry.meta.unsigned_key, call.unsigned.idempotency_key,
-        )
-    stored = entry.response
-    assert stored is not None
-    response = Response(stored.body, status=stored.status)
-    response.headers.clear()
-    for name, value in stored.headers:
-        if not is_hop_by_hop(name):
-            response.headers.add(name, value)
-    response.headers[REPLAY_HEADER] = "true"
-    request.environ[REPLAYED_KEY] = True
-    return response
 
 
 def in_transaction_mode(tool: Tool) -> bool:
