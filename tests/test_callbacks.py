@@ -253,3 +253,43 @@ def test_every_callback_refusal_comes_from_the_reason_table(live_server):
         entry = REASONS[body["reason"]]
         assert (status, body["error"], header) == (entry.status, entry.sdk_error, entry.code)
         assert body["message"]
+
+
+def test_a_handler_whose_worker_died_runs_on_a_retry_the_hub_still_sends():
+    """The worker handling a job callback dies mid-handler (its entry stays in progress).
+
+    The hub sends each POST at most three times, 2 s and 10 s apart, and then gives up for
+    good: a retry must be able to take the event over within that span, or the event is lost.
+    """
+    from bailing_flask.stores import MemoryStore
+
+    now = [1_800_000_000.0]
+    store = MemoryStore(clock=lambda: now[0])
+    events: list = []
+
+    def handler(payload):
+        if not events:
+            events.append("died")
+            raise SystemExit("the worker was killed")  # nothing in the package runs after it
+        events.append(payload)
+
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=STRONG_SECRET, BAILING_CLIENT_TOKENS=[CLIENT_TOKEN],
+                      BAILING_STORE=store)
+    Bailing(app).job_finished(handler)
+    client = app.test_client()
+    body = json.dumps(JOB, separators=(",", ":")).encode()
+
+    def attempt() -> int:
+        stamp = int(time.time() * 1000)
+        return client.post(JOB_PATH, data=body, headers={
+            "Content-Type": "application/json", "X-Bailing-Timestamp": str(stamp),
+            "X-Bailing-Signature": sign_callback(CLIENT_TOKEN, stamp, body)}).status_code
+
+    with pytest.raises(SystemExit):
+        attempt()
+    answers = []
+    for pause in (2.5, 10.5):  # the hub's second and third attempt, the last it sends
+        now[0] += pause
+        answers.append(attempt())
+    assert answers[-1] == 200 and len(events) == 2, answers

@@ -65,7 +65,11 @@ CALLBACK_KINDS: dict[str, Callable[[bytes], Any]] = {
     "approval": parse_approval_request,
 }
 
-_LEASE_SECONDS = 120.0
+#: How long a handler holds its event before a retry may take it over (a worker that died
+#: mid-handler). The hub gives each attempt 10 s and sends the last one about 12 s after the
+#: first, then never again: a longer lease would answer every retry of a dead worker's event
+#: ``503 in_progress`` and lose it. Handlers must finish within the hub's 10 s anyway.
+_LEASE_SECONDS = 10.0
 _LIKELY_CAUSE = {
     "timestamp_out_of_window": "clock skew between the hub and this server (sync both with NTP), "
     "or a seconds timestamp where milliseconds are expected",
