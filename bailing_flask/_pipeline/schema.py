@@ -10,6 +10,7 @@ keywords 3.0 lacks are translated.
 from __future__ import annotations
 
 import copy
+import re
 import types
 import weakref
 from typing import Any
@@ -161,6 +162,27 @@ def type_schema(tp: Any, where: str) -> dict[str, Any]:
     return openapi_schema(schema, where)
 
 
+_STRING_LENGTHS = re.compile(r"\[\^/\]\{(?P<low>\d+)(?P<comma>,)?(?P<high>\d*)\}")
+
+
+def _string_lengths(regex: str) -> dict[str, int]:
+    """``minLength``/``maxLength`` of ``<string(length=8):x>`` or ``(minlength=3, maxlength=12)``.
+
+    Werkzeug keeps them only in the converter's regex (``[^/]{8}``, ``[^/]{3,12}``);
+    the default ``[^/]{1,}`` publishes nothing, as before.
+    """
+    match = _STRING_LENGTHS.fullmatch(regex or "")
+    if match is None:
+        return {}
+    low = int(match["low"])
+    if match["comma"] is None:
+        return {"minLength": low, "maxLength": low}
+    lengths = {"minLength": low} if low > 1 else {}
+    if match["high"]:
+        lengths["maxLength"] = int(match["high"])
+    return lengths
+
+
 def converter_schema(converter: Any) -> tuple[dict[str, Any], str]:
     """Map a Werkzeug URL converter to a parameter schema.
 
@@ -196,5 +218,5 @@ def converter_schema(converter: Any) -> tuple[dict[str, Any], str]:
     if name == "PathConverter":
         return {"type": "string"}, "path"
     if name == "UnicodeConverter":
-        return {"type": "string"}, "string"
+        return {"type": "string", **_string_lengths(getattr(converter, "regex", ""))}, "string"
     return {"type": "string"}, "custom"
