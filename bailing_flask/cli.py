@@ -349,9 +349,18 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
             body=body.encode("utf-8"),
         )
     adapter = idempotency_of(_state()).transactional().adapter()
-    if adapter is not None and adapter.get(key) is not None:
+    recorded = adapter.get(key) if adapter is not None else None
+    entry = recorded if recorded is not None else store.get(key)
+    now = _time.time()
+    if entry is not None and entry.state == "in_progress" and not entry.is_uncertain(now):
+        # its worker may still be running it: deciding now would let a repeat run beside it
+        raise click.ClickException(
+            f"call {key} is still running (its lease ends in {entry.lease_expires_at - now:.0f} s): "
+            "resolving it now would let a repeat run beside it; if its worker died, it shows as "
+            "uncertain once the lease ends, and can be resolved then")
+    if adapter is not None and recorded is not None:
         resolved = adapter.resolve(key, response=response, note=note, retention_seconds=retention,
-                                   now=_time.time())
+                                   now=now)
     else:
         resolved = store.resolve(key, response=response, note=note, retention_seconds=retention)
     if not resolved:

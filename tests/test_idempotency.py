@@ -288,6 +288,23 @@ def test_cli_resolve_with_rerun_lets_the_next_call_run(app, hub):
     assert rows(app) == 1
 
 
+@pytest.mark.parametrize("decision", [["--rerun"], ["--status", "201"]], ids=["rerun", "answer"])
+def test_cli_resolve_refuses_a_call_that_is_still_running(app, hub, decision):
+    """A live lease: the worker may still be in the view; deciding now lets a repeat run beside it."""
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    key = identity(request, "t1:u1")
+    store = idempotency_of(state_of(app)).store()
+    store.reserve(key, token="running", lease_seconds=300, retention_seconds=600, meta=EntryMeta())
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", key, *decision, "--note", "looked stuck"])
+    assert result.exit_code == 1, result.output
+    assert "still running" in result.output and "lease ends in" in result.output
+    entry = store.get(key)
+    assert entry is not None and (entry.state, entry.token) == ("in_progress", "running")
+    assert hub.replay(request).json()["reason"] == "idempotency_in_progress"
+    assert rows(app) == 0
+
+
 def test_store_down_refuses_side_effects_but_not_reads(redis_server_factory, tmp_path):
     server = redis_server_factory()
     app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=server.url,
