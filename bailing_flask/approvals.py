@@ -302,9 +302,10 @@ def _refusal(tool: Tool, call: ToolCall, problem: str) -> ErrorInfo:
     """``403 business_approval_required`` with ``approval: problem``, logged."""
     if problem == "used":
         logger.warning(
-            "bailing: refused %r for job %r, subject %r: the approval of these arguments admitted "
-            "another call already (used); one approval runs one call", tool.name, call.job_id,
-            call.subject,
+            "bailing: refused %r for job %r, subject %r: the approval of these arguments was "
+            "spent already (used), by another call or by an earlier attempt of this one that "
+            "`flask bailing idempotency resolve --rerun` released; one approval runs one call",
+            tool.name, call.job_id, call.subject,
         )
         return ErrorInfo.make("business_approval_required", approval=problem)
     logger.warning(

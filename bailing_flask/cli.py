@@ -368,7 +368,17 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     current_app.logger.warning("bailing: idempotency entry %s resolved (%s): %s", key,
                                "re-run allowed" if rerun else f"answered {status_code}", note)
     click.echo(f"resolved {key}: " + ("the next identical call runs again" if rerun
-                                      else f"repeats get HTTP {status_code}"))
+                                      else f"repeats get HTTP {status_code}")
+               + (_spent_approval_note(entry.meta.tool) if rerun and entry is not None else ""))
+
+
+def _spent_approval_note(tool_name: str) -> str:
+    """What ``--rerun`` means for a ``business_approval`` tool: its approval stays spent."""
+    tools = [tool for tool in registry_of(_state()).tools if tool.name == tool_name]
+    if not any(tool.options.business_approval for tool in tools):
+        return ""
+    return (f", once approved again: {tool_name} is a business_approval tool, and the first "
+            "attempt spent its approval (one approval runs one call)")
 
 
 @bailing_cli.group("store")

@@ -295,10 +295,26 @@ def test_the_audit_names_the_approval_a_call_spent_and_refuses_the_others(
         (201, None, 911, False), (403, "business_approval_required", None, False),
         (201, None, 911, True)]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("admitted another call already (used)" in message for message in warnings)
+    assert any("was spent already (used)" in message for message in warnings)
     with app.app_context():
         record = approvals_of(state_of(app)).get(911)
     assert record is not None and record.used_by is not None and record.used_by.startswith("idem:")
+
+
+def test_a_rerun_released_by_the_operator_needs_a_new_approval_and_the_cli_says_so(
+    app: Flask, hub: HubSimulator, fake_hub: tuple[FakeHub, str]
+) -> None:
+    job = str(uuid.uuid4())
+    Deployment([hub], fake_hub[0], lambda: 0).approve("transfer", job, 912)
+    approved = hub.build_call("transfer", ARGS, subject=SUBJECT, job_id=job)
+    assert hub.replay(approved).status == 201
+    (entry,) = [e for e in idempotency_of(state_of(app)).store().list(state=None, limit=10)
+                if e.meta.tool == "transfer"]
+    result = app.test_cli_runner().invoke(args=[
+        "bailing", "idempotency", "resolve", entry.key, "--rerun", "--note", "ledger shows nothing"])
+    assert result.exit_code == 0, result.output
+    assert "once approved again" in result.output and "business_approval" in result.output
+    assert_used(hub.replay(approved), ORIGINAL)  # the approval stays spent
 
 
 def test_a_store_that_cannot_spend_approvals_fails_closed(
