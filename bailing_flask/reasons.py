@@ -113,7 +113,7 @@ _TABLE: tuple[Reason, ...] = (
     _r("invalid_body", 422, "invalid_arguments",
        "The request body must be a JSON object."),
     _r("idempotency_in_progress", 409, "conflict",
-       "The same call is still being processed; retry later."),
+       "The same call is still being processed; its outcome is not known yet."),
     _r("idempotency_other_subject", 409, "conflict",
        "The same call was already made on behalf of another user; it was not run again, and "
        "its answer is theirs."),
@@ -143,7 +143,7 @@ _TABLE: tuple[Reason, ...] = (
     _r("idempotency_store_busy", 503, "unavailable",
        (
            "The idempotency store is locked by another process right now, so side effects "
-           "are paused; nothing was executed. Retry after the time in Retry-After."
+           "are paused; nothing was executed."
        )),
     _r("replayed", 401, "bad_signature",
        "This exact signed request was already received."),
