@@ -235,15 +235,14 @@ def _lenient_json(raw: bytes) -> Any:
         ]) from None
 
 
-def _json_or_unlabelled(content_type: str | None) -> bool:
+def _json_label(content_type: str) -> bool:
     """Whether a signed body's ``Content-Type`` lets a view read it only as JSON.
 
     The hub sends exactly ``application/json``; a parameter (``charset``) or
-    no type at all reads the same. Any other type (a form, text) would let
-    the app's framework parse the signed bytes as something else.
+    no type at all (not asked here) reads the same. Any other type (a form,
+    text) would let the app's framework parse the signed bytes as something
+    else.
     """
-    if not content_type or content_type == "application/json":  # the hub's: no parsing
-        return True
     return content_type.partition(";")[0].strip().lower() == "application/json"
 
 
@@ -256,7 +255,8 @@ def _validate_body(
         data: Any = _form_data(request)
     elif (raw := _raw_body(request, request.environ)).strip() == b"":
         data = {}
-    elif not human and not _json_or_unlabelled(request.environ.get("CONTENT_TYPE")):
+    elif (not human and (label := request.environ.get("CONTENT_TYPE"))
+          and label != "application/json" and not _json_label(label)):  # the hub's: no call
         # the hub sends every body as application/json, and Content-Type is not signed: read
         # as a form (webargs' json_or_form, request.form), the same bytes would give the view
         # other arguments than the ones validated and authorized here
