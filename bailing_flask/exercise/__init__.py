@@ -68,16 +68,15 @@ from __future__ import annotations
 
 import contextvars
 import json
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flask import Flask
-from werkzeug.routing import ValidationError
 
 from bailing_flask._pipeline.samples import sample_arguments
+from bailing_flask.exercise._routes import unroutable_sample
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._admission import for_this_request, unguarded
 from bailing_flask.exercise._database import databases, roll_back_here, rolled_back
@@ -460,7 +459,8 @@ class _Exercise:
     def tool(self, tool: CompiledTool, operation: dict[str, Any]) -> None:
         target = f"tool {tool.name} ({tool.method} {tool.path})"
         args = sample_arguments(operation)
-        unroutable = self._unroutable(tool, args)
+        registered = self._tool(tool)
+        unroutable = None if registered is None else unroutable_sample(self.app, registered, args)
         if unroutable is not None:
             self.add(target, "probe", "warn",
                      f"not exercised: the exercise's sample value {unroutable}, so its requests would "
@@ -595,32 +595,6 @@ class _Exercise:
             self.add(target, "subject", "fail", f"the call as {self.subject!r} got {self._answer(response)}",
                      culprit, fix)
         return probe, response
-
-    def _unroutable(self, tool: CompiledTool, args: dict[str, Any]) -> str | None:
-        """Which sample path value the tool's URL rule does not accept (a custom converter,
-        a pattern the samples cannot meet), in words; ``None`` when every one routes."""
-        registered = self._tool(tool)
-        if registered is None:
-            return None
-        rule = next((r for r in self.app.url_map.iter_rules(registered.endpoint)
-                     if r.rule == registered.rule), None)
-        converters: dict[str, Any] = getattr(rule, "_converters", None) or {}
-        for name, converter in converters.items():
-            if name not in args:
-                continue
-            text = str(args[name]).lower() if isinstance(args[name], bool) else str(args[name])
-            try:
-                accepted = re.fullmatch(f"(?:{converter.regex})", text) is not None
-                if accepted:
-                    converter.to_python(text)
-            except ValidationError:
-                accepted = False
-            except Exception:  # noqa: BLE001 - a converter of the app's: let the request tell
-                continue
-            if not accepted:
-                return (f"{text!r} for path parameter {name!r} is not one its URL converter "
-                        f"({type(converter).__name__}, regex {converter.regex!r}) accepts")
-        return None
 
     def _tool(self, tool: CompiledTool) -> Any:
         return next((t for t in registry_of(self.state).tools if t.name == tool.name), None)
