@@ -196,6 +196,11 @@ def _in_transaction(conn: Any, dialect: str) -> bool:
     return int(conn.info.transaction_status) != 0  # psycopg: TransactionStatus.IDLE
 
 
+def _broken(conn: Any, dialect: str) -> bool:
+    """Whether the connection was cut (psycopg): the server rolled its transaction back."""
+    return dialect != "sqlite" and bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+
+
 def _begin(conn: Any, dialect: str, *, immediate: bool) -> bool:
     """Open a transaction unless one is open (``False``: joined it, or the driver opens it)."""
     if dialect == "sqlite":
@@ -276,12 +281,16 @@ class _DBAPICall(_CallTransaction):
         self._execute(_INSERT_APPROVAL_SQL, _approval_values(record))
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
+        if _broken(self.conn, self.dialect):  # cut, not ended by the view: a repeat tells
+            raise StoreUnavailable(f"{self.adapter!r}: the connection was closed")
         if not _in_transaction(self.conn, self.dialect):
             self.ended_by_view = "the view committed or rolled back the connection itself"
             raise _EndedByView(self.ended_by_view)
         try:
             self._execute(f"RELEASE SAVEPOINT {_MARK}", ())
         except (StoreUnavailable, _Busy, _Duplicate) as exc:
+            if isinstance(exc, StoreUnavailable) and _broken(self.conn, self.dialect):
+                raise  # the connection was cut: the server rolled the transaction back
             self.ended_by_view = (f"the view committed or rolled back the connection itself "
                                   f"({str(exc.__cause__ or exc)[:120]})")
             raise _EndedByView(self.ended_by_view) from exc

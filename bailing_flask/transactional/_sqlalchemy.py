@@ -285,6 +285,8 @@ class _SQLAlchemyCall(_CallTransaction):
         self._conn: Any = None
         #: the savepoints marking the view's commits, outermost first (see _commit_point)
         self._marks: list[Any] = []
+        #: the error that cut the call's connection (the database, not the view, ended it)
+        self.lost: BaseException | None = None
 
     def _connection(self) -> Any:
         # the session's connection, looked up again whenever its transaction changed
@@ -342,6 +344,16 @@ class _SQLAlchemyCall(_CallTransaction):
         if self.ended_by_view is None:
             self.ended_by_view = how
 
+    def _savepoint_failed(self, exc: BaseException) -> None:
+        """A savepoint statement failed: the view's COMMIT took it, or the connection was cut
+        (then the server rolled the whole transaction back: nothing of the call happened)."""
+        if getattr(exc, "connection_invalidated", False):
+            if self.lost is None:
+                self.lost = exc
+            return
+        self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
+                   f"{str(exc)[:120]})")
+
     def _check_driver(self) -> None:
         """A driver with no transaction open while the session holds one: the view's own
         ``COMMIT`` or ``ROLLBACK`` statement ended it (seen before the savepoint would fail)."""
@@ -359,8 +371,7 @@ class _SQLAlchemyCall(_CallTransaction):
         try:
             self._marks.append(session.begin_nested())
         except Exception as exc:  # noqa: BLE001 - the transaction is no longer the call's
-            self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
-                       f"{str(exc)[:120]})")
+            self._savepoint_failed(exc)
 
     def _back_to_commit_point(self) -> None:
         """The view rolled back: back to its last commit (the innermost savepoint)."""
@@ -368,8 +379,7 @@ class _SQLAlchemyCall(_CallTransaction):
             self._marks.pop().rollback()  # ROLLBACK TO SAVEPOINT; the ORM state follows
             self._marks.append(self.session.begin_nested())
         except Exception as exc:  # noqa: BLE001 - the savepoint is gone with the transaction
-            self.ended(f"the view ended the call's transaction itself ({type(exc).__name__}: "
-                       f"{str(exc)[:120]})")
+            self._savepoint_failed(exc)
 
     def _insert_approval(self, record: _Record) -> None:
         self._execute(2, _approval_values(record))
@@ -413,12 +423,15 @@ class _SQLAlchemyCall(_CallTransaction):
 
     def complete(self, record: _Record, response: StoredResponse) -> None:
         self._check_driver()
-        if self.ended_by_view is None:
+        if self.ended_by_view is None and self.lost is None:
             try:  # RELEASE of the outermost savepoint: fails when a COMMIT of the view took it
                 self._marks[0].commit()
             except Exception as exc:  # noqa: BLE001
-                self.ended(f"the view ended the call's transaction itself "
-                           f"({type(exc).__name__}: {str(exc)[:120]})")
+                self._savepoint_failed(exc)
+        if self.ended_by_view is None and self.lost is not None:
+            # the connection was cut: the server rolled the transaction back, or (had the view
+            # sent COMMIT itself) kept the running row; an identical call finds out which
+            raise _unavailable(self.adapter, self.lost)
         if self.ended_by_view is not None:
             raise _EndedByView(self.ended_by_view)
         headers = _encode_headers(response.headers)
