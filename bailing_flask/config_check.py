@@ -126,6 +126,14 @@ def check_settings(config: Config) -> list[ConfigProblem]:
                 "BAILING_STORE must be a store URL (memory://, sqlite:///..., redis://..., "
                 "postgresql+psycopg://..., mysql+pymysql://...) or an IdempotencyStore such as "
                 "SQLStore(db.engine)"))
+    if config.idempotency_retention < 2 * config.window:
+        # a signed request verifies for up to twice the window after it first arrives (a hub
+        # clock ahead by the window): a record gone sooner lets a captured call run again
+        problems.append(ConfigProblem(
+            "error", "BAILING_IDEMPOTENCY_RETENTION", "retention_below_window",
+            f"BAILING_IDEMPOTENCY_RETENTION ({config.idempotency_retention:g} s) must be at least "
+            f"twice BAILING_WINDOW ({config.window:g} s): a recorded call forgotten sooner runs "
+            "again when a captured copy of its signed request is replayed while it still verifies"))
     problems.extend(_transaction_problems(config.transaction))
     if config.hub_url:
         from bailing_flask.hub.client import normalize_hub_url
@@ -248,7 +256,7 @@ def _log(state: BailingState, problems: Iterable[ConfigProblem]) -> None:
                         level=logging.ERROR if problem.severity == "error" else logging.WARNING)
 
 
-_FATAL = {"invalid_store", "invalid_transaction", "invalid_hub_url"}
+_FATAL = {"invalid_store", "invalid_transaction", "invalid_hub_url", "retention_below_window"}
 
 
 def check_at_init(config: Config) -> list[ConfigProblem]:

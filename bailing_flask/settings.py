@@ -409,7 +409,9 @@ class Config:
         "process's lock on the file (default 5) before it is refused with 503 "
         "`idempotency_store_unavailable`.")
     idempotency_retention: Seconds = setting(
-        24 * 3600, "Seconds a completed side effect's response is kept for replays.")
+        24 * 3600, "Seconds a completed side effect's response is kept for replays. At least "
+        "twice `BAILING_WINDOW` (a shorter one does not start): a signed request verifies for up "
+        "to twice the window after it arrives, and a replay of it must find its record.")
     idempotency_lease: Seconds = setting(
         600, "Seconds after which an unfinished side effect counts as uncertain (a worker died). "
         "Must exceed the longest tool run time.")
