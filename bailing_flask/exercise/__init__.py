@@ -39,6 +39,12 @@ every method, and checks that the package answered:
     an answer the second got without the view running is reported with the
     decorator that gave it; otherwise the key of each Flask-Caching decorator
     is read.
+``config`` (target ``limiter``)
+    With Flask-Limiter: are two hub users' calls from one address counted in
+    one bucket? The limits applied before the gate are compared from two
+    refused calls, a route's own ``@limiter.limit`` from the admitted
+    ``stack`` call (:mod:`bailing_flask.exercise._limiter`). No call is
+    counted that the exercise does not send anyway.
 
 The exercise runs the app's own code: every request runs the
 ``before_request`` functions, the subject loader and the authorizer; the
@@ -81,7 +87,7 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._admission import for_this_request, unguarded
 from bailing_flask.exercise._database import databases, roll_back_here, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
-from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, recording, shared
+from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, breached, limiter_check, recording
 from bailing_flask.exercise._reads import Reads, reads_check, recording_reads
 from bailing_flask.exercise._unsigned import unsigned_check, unsigned_plan
 from bailing_flask.exercise._stack import cache_layers, code_name, decorators_of, view_name, watched_names
@@ -210,6 +216,11 @@ class _Exercise:
         self.reads: dict[int, Reads] = {}
         #: ``id(probe)`` -> the Flask-Limiter buckets the request was counted in
         self.buckets: dict[int, list[Bucket]] = {}
+        #: ``id(probe)`` -> for a request the gate refused, the buckets the view's own
+        #: ``@limiter.limit`` decorators would have counted it in (read, not counted)
+        self.unrun: dict[int, list[Bucket]] = {}
+        #: ``(tool, subject, probe)`` of every tool request, in the order sent
+        self.history: list[tuple[str, str | None, ExerciseProbe]] = []
 
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.report.results.append(ExerciseResult(*args, **kwargs))
@@ -314,6 +325,9 @@ class _Exercise:
                 fix = (f"make it step aside for hub requests with {_IS_HUB_REQUEST} as its first line; "
                        "the gate still checks the signature, subject, arguments and authorization")
             return f"{extension + ': ' if extension else ''}{where} {how}", fix
+        limited = breached(self.buckets.get(id(probe), []), status)
+        if limited is not None:  # RateLimitExceeded, raised after the gate: in the view's decorators
+            return limited
         if probe.flask_login is not None:
             which = "fresh_login_required" if probe.flask_login == "needs_refresh" else "login_required"
             where = f"Flask-Login's {which} (login_manager.{probe.flask_login}())"
@@ -398,6 +412,7 @@ class _Exercise:
         if registered is not None:
             self.targets[id(probe)] = (registered.endpoint, registered.method)
         self.sent.setdefault((tool.name, subject), probe)
+        self.history.append((tool.name, subject, probe))
         # a job id of its own for each check: two checks' requests are never byte-identical
         # (with BAILING_REJECT_REPLAYS the second would be refused as a replay)
         call = self.hub.build_call(tool.name, args, subject=subject, job_id=f"{self.job}-{mode}")
@@ -702,46 +717,18 @@ class _Exercise:
                      if not database.rolled_back and database.describe() not in " ".join(notes))
         return lines
 
-    def limiters(self, document: dict[str, Any]) -> None:
-        """Two subjects' calls to each tool, from one address: does Flask-Limiter count them apart?"""
-        reported: set[tuple[str, str | None]] = set()
-        compared = 0
-        for tool in compile_tools(document):
-            first = self.sent.get((tool.name, PROBE_SUBJECT))
-            buckets = self.buckets.get(id(first)) if first is not None else None
-            if not buckets:
-                continue  # no limit applied to the hub's call (or the limiter did not run)
-            args = sample_arguments(document["paths"][tool.path][tool.method.lower()])
-            probe, _ = self.send("probe", tool, args, SECOND_SUBJECT)
-            compared += 1
-            for bucket in shared(buckets, self.buckets.get(id(probe), [])):
-                if (bucket.limit, bucket.key_func) in reported:
-                    continue
-                reported.add((bucket.limit, bucket.key_func))
-                how = f"key_func={bucket.key_func}" if bucket.key_func else "the limit's key function"
-                self.add("limiter", "config", "fail",
-                         f"two hub users calling {tool.name} from one address were counted in one "
-                         f"bucket of the limit {bucket.limit!r} (both keyed {bucket.value!r}): every hub "
-                         "call comes from the hub's address, so all of the hub's users share it",
-                         f"Flask-Limiter ({how})",
-                         "Limiter(key_func=bailing_flask.rate_limit_key): one bucket per acting subject "
-                         "for tool calls, the remote address for everything else")
-        if compared and not reported:
-            self.add("limiter", "config", "pass",
-                     f"two hub users from one address get a bucket each ({compared} tool(s) compared)")
-
     def run(self, on_plan: Callable[[str], None] | None = None) -> ExerciseReport:
         self.report.plan = self.plan()
         if on_plan is not None:
             on_plan("\n".join(self.report.plan))
         with self.watch.installed(), rolled_back(self.app, self.databases) as notes, \
-                recording(self.app, self.buckets), recording_reads(self.app, self.reads):
+                recording(self.app, self.buckets, self.unrun), recording_reads(self.app, self.reads):
             document = self.catalog()
             self.authz_probe()
             for tool in compile_tools(document):
                 operation = document["paths"][tool.path][tool.method.lower()]
                 self.tool(tool, operation)
-            self.limiters(document)
+            limiter_check(self, document)
         self.loader_checks()
         for excluded in catalog_of(self.state).excluded:
             self.add(excluded, "probe", "warn", "not served (it has errors, see above): not exercised")
@@ -773,7 +760,8 @@ def run_exercise(app: Flask, *, subject: str | Sequence[str] | None = None, secr
     and the ``allow_unsigned`` flag of its ``unsigned`` check (each request
     is sent in a context of its own). What it still changes for the whole
     process while it runs, and puts back afterwards: the app's
-    ``before_request`` and ``after_request`` lists, its request class, the
+    ``before_request``, ``after_request`` and ``teardown_request`` lists
+    (the last with Flask-Limiter or a ``DBAPITransaction``), its request class, the
     subject loader and authorizer, Flask-Login's ``unauthorized`` and
     ``needs_refresh``, Flask-HTTPAuth's ``authenticate`` methods, an
     admission hook and receivers of ``tool_denied`` and Flask's request

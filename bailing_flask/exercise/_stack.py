@@ -21,7 +21,7 @@ from flask import Flask
 
 from bailing_flask.integrations import cache_key
 
-__all__ = ["CacheLayer", "cache_layers", "code_name", "decorators_of", "view_name"]
+__all__ = ["CacheLayer", "cache_layers", "closure", "code_name", "decorators_of", "view_name", "wrappers"]
 
 _FIX = ("key it on the acting subject: @cache.cached(key_prefix=bailing_flask.cache_key) or "
         "@cache.memoize(make_name=bailing_flask.cache_key); browsers keep their entries")
@@ -92,6 +92,11 @@ def _stack(app: Flask, endpoint: str, method: str) -> Iterator[Any]:
         yield func
 
 
+def wrappers(app: Flask, endpoint: str, method: str) -> list[Any]:
+    """The wrappers in front of a tool's view, outermost first: what :func:`decorators_of` names."""
+    return list(_stack(app, endpoint, method))
+
+
 def _method_decorators(view_class: type, method: str) -> list[Any]:
     """flask-restx's and Flask-RESTful's ``Resource.method_decorators``, outermost first.
 
@@ -142,7 +147,8 @@ class CacheLayer:
         return self.remedy
 
 
-def _closure(func: Any) -> dict[str, Any]:
+def closure(func: Any) -> dict[str, Any]:
+    """The values a function closes over, by name (a decorator's arguments, the function it wraps)."""
     code = getattr(func, "__code__", None)
     cells = getattr(func, "__closure__", None) or ()
     values: dict[str, Any] = {}
@@ -156,7 +162,7 @@ def _closure(func: Any) -> dict[str, Any]:
 
 def _find(func: Any, name: str, depth: int = 3) -> tuple[bool, Any]:
     """``name`` in the closure of ``func`` or of the functions it closes over."""
-    values = _closure(func)
+    values = closure(func)
     if name in values:
         return True, values[name]
     if depth:
@@ -183,7 +189,7 @@ def _cache_layer(func: Any) -> CacheLayer | None:
     if getattr(func, "uncached", None) is not getattr(func, "__wrapped__", object()):
         return None
     view = view_name(func)
-    values = _closure(func)
+    values = closure(func)
     if hasattr(func, "delete_memoized") or "memoize" in code_name(func):
         make_name = values.get("make_name")
         if make_name is None:
