@@ -440,3 +440,29 @@ def test_what_a_thread_the_view_hands_its_request_to_commits_is_rolled_back_too(
     assert "charge_credit" in exercise_db_app.CALLS  # the decorator charged, in its thread ...
     assert exercise_db_app.rows() == before  # ... and none of its charges stays
     assert any("every write was rolled back" in line for line in report.ran), report.ran
+
+
+def test_sample_arguments_the_gate_refuses_are_named_and_no_subject_is_asked_for():
+    from pydantic import BaseModel, Field
+
+    from bailing_flask import Bailing, tool
+
+    class Phone(BaseModel):
+        phone: str = Field(pattern=r"^\+?[0-9]{5,19}$", description="The new number.")
+
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = [STRONG_SECRET]
+    bailing = Bailing(app)
+    bailing.subject_loader(lambda subject: subject)
+    bailing.authorizer(lambda call: call.user == "t1:alice")
+
+    @app.put("/phone")
+    @tool(scope="phone.write", body=Phone, subject_required=True)
+    def phone_put() -> Any:
+        """Change the phone number."""
+        return {"ok": True}
+
+    result = one(run_exercise(app, subject="t1:alice"), "tool phone_put", "stack")
+    assert result.status == "warn"
+    assert "(422 invalid_parameter: phone)" in result.summary, result.summary
+    assert "--subject does not change them" in result.fix

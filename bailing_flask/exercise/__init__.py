@@ -553,9 +553,14 @@ class _Exercise:
                      "pass --subject with a user the authorizer admits for this tool")
             return
         if probe.gate == "refused":
+            sample = probe.reason in ("invalid_parameter", "unknown_parameter", "invalid_body")
+            named = ", ".join(map(str, response.json().get("parameters") or [])) if sample else ""
             self.add(target, "stack", "warn",
-                     f"not exercised: the gate refused the sample call ({probe.status} {probe.reason})",
-                     None, "pass --subject with a real user, or see the arguments the tool declares")
+                     f"not exercised: the gate refused the sample call ({probe.status} {probe.reason}"
+                     f"{': ' + named if named else ''})", None,
+                     "the exercise's sample arguments do not meet the declaration (a pattern, a format): "
+                     "--subject does not change them" if sample else
+                     "pass --subject with a real user, or see the arguments the tool declares")
             return
         reason = response.headers.get(REASON_HEADER)
         if reason == "login_required" and subject == PROBE_SUBJECT:
