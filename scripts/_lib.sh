@@ -85,7 +85,16 @@ _disable_services() {
 # python3 needs its pythonX.Y-venv package for that (ensurepip); as root it is installed.
 make_venv() {
   local venv=$1 python=$2
-  [ -x "$venv/bin/python" ] && return 0
+  if [ -x "$venv/bin/python" ]; then
+    # an existing one is kept: say so when it was made by another interpreter than the one asked for
+    local have want
+    have=$("$venv/bin/python" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null || echo "?")
+    want=$("$python" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null || echo "?")
+    if [ "$have" != "$want" ]; then
+      step "venv: keeping $venv (Python $have), not $python (Python $want): delete $venv to make it anew"
+    fi
+    return 0
+  fi
   if ! command -v "$python" >/dev/null 2>&1; then
     if [ "$python" = python3 ] && can_apt; then
       apt_install python3 python3-venv
