@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from flask import Flask
 
 from bailing_flask.wire.jsenc import js_trim
+from bailing_flask.wire.signing import MIN_RECOMMENDED_SECRET_BYTES
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.settings import Config
 from bailing_flask._pipeline.registry import registry_of
@@ -104,6 +105,12 @@ def check_settings(config: Config) -> list[ConfigProblem]:
                     f"{setting}[{label!r}] starts or ends with whitespace; the hub trims the "
                     "secrets it stores, so this one can never match (strip it where it is "
                     "loaded, e.g. a trailing newline of a file)"))
+            elif isinstance(secret, str) and len(secret.encode("utf-8")) < MIN_RECOMMENDED_SECRET_BYTES:
+                problems.append(ConfigProblem(
+                    "warning", setting, "secret_short",
+                    f"{setting}[{label!r}] is only {len(secret.encode('utf-8'))} bytes long; ask the "
+                    f"hub operator for one of at least {MIN_RECOMMENDED_SECRET_BYTES} bytes, e.g. "
+                    "`python -c \"import secrets; print(secrets.token_urlsafe(48))\"`"))
     store = config.store
     if isinstance(store, str):
         from bailing_flask.stores import store_from_url
@@ -272,7 +279,9 @@ def check_at_init(config: Config) -> list[ConfigProblem]:
 
 def log_at_init(state: BailingState, problems: list[ConfigProblem]) -> None:
     """Log what :func:`check_at_init` found, and the handlers already registered."""
-    _log(state, problems + check_wiring(state, templates=False, tools=False))
+    # a short secret is warned about by the verifier that holds it, when it is built
+    _log(state, [problem for problem in problems if problem.code != "secret_short"]
+         + check_wiring(state, templates=False, tools=False))
 
 
 def check_at_first_request(state: BailingState) -> None:

@@ -72,6 +72,21 @@ def test_secrets_with_surrounding_whitespace_are_errors_without_showing_them(
     assert STRONG_SECRET not in result.output
 
 
+def test_a_short_secret_is_a_check_warning_that_strict_fails_on_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    short = "..."  # what `export BAILING_SECRET=...` typed literally gives
+    with caplog.at_level(logging.WARNING, logger="bailing_flask"):
+        app, _ = make_app(BAILING_SECRETS={"new": short, "old": STRONG_SECRET})
+    assert caplog.text.count("is only 3 bytes long") == 1  # by the verifier, not again by init
+    result = run(app, "check")
+    assert result.exit_code == 0 and "secret_short" in result.output, result.output
+    assert "BAILING_SECRETS['new'] is only 3 bytes long" in result.output
+    strict = run(app, "check", "--strict")
+    assert strict.exit_code == 1, strict.output
+    assert "'...'" not in result.output and STRONG_SECRET not in result.output  # never the value
+
+
 def test_a_handler_without_a_client_token_is_reported_even_when_registered_late(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

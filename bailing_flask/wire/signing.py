@@ -60,7 +60,8 @@ Clock = Callable[[], float]
 #: One secret, several (rotation; labelled by index) or a mapping label -> secret.
 Secrets = str | Sequence[str] | Mapping[str, str]
 
-_MIN_RECOMMENDED_SECRET_BYTES = 32
+#: Below this many bytes a secret is warned about (at start-up and by ``flask bailing check``).
+MIN_RECOMMENDED_SECRET_BYTES = 32
 #: Unix seconds have 10 digits until the year 2286; 12 leaves room and keeps
 #: ``int()`` cheap for hostile input.
 _MAX_SECONDS_DIGITS = 12
@@ -245,7 +246,7 @@ def _load_keys(secrets: Secrets | None, setting: str, warn: bool = True) -> tupl
             f"{setting} is empty: configure at least one secret shared with BailingHub."
         )
     for key in keys:
-        if warn and len(key.secret) < _MIN_RECOMMENDED_SECRET_BYTES:
+        if warn and len(key.secret) < MIN_RECOMMENDED_SECRET_BYTES:
             logger.warning(
                 "bailing: the secret %r in %s is only %d bytes long; ask the hub operator "
                 "to set one of at least %d bytes, e.g. the output of "
@@ -253,7 +254,7 @@ def _load_keys(secrets: Secrets | None, setting: str, warn: bool = True) -> tupl
                 key.label,
                 setting,
                 len(key.secret),
-                _MIN_RECOMMENDED_SECRET_BYTES,
+                MIN_RECOMMENDED_SECRET_BYTES,
             )
     return tuple(keys)
 
