@@ -19,6 +19,8 @@ from bailing_flask import Bailing, tool
 from bailing_flask.testing import HubSimulator
 
 from .helpers import STRONG_SECRET
+from bailing_flask._state import state_of
+from bailing_flask._pipeline.registry import registry_of
 
 SECRET_ORDER = b"order 1 of alice: 3x gold bars"
 
@@ -79,3 +81,38 @@ def test_the_admitted_tool_itself_still_runs() -> None:
     hub = HubSimulator(app, STRONG_SECRET)
     assert hub.call("order_get", {"order_id": 1}, subject="t1:alice").body == SECRET_ORDER
     assert ran == ["order_get"]
+
+
+def test_an_alias_endpoint_of_the_same_view_added_after_the_tools_were_compiled_still_runs() -> None:
+    """``add_url_rule(..., app.view_functions[...])`` once the gates are in: the alias's gate
+    admits the call, the original endpoint's gate in front of the same declaration lets it on."""
+    app, ran = make_app()
+    registry_of(state_of(app))  # compiled and gated (flask bailing check, a test, an app factory)
+    app.add_url_rule("/v2/orders/<int:order_id>", "order_get_v2", app.view_functions["order_get"])
+    hub = HubSimulator(app, STRONG_SECRET)
+    name = hub.document()["paths"]["/v2/orders/{order_id}"]["get"]["operationId"]
+    assert hub.call(name, {"order_id": 1}, subject="t1:alice").body == SECRET_ORDER
+    assert hub.call(name, {"order_id": 1}, subject="t1:mallory").status == 403
+    assert hub.call("order_get", {"order_id": 1}, subject="t1:alice").body == SECRET_ORDER
+    assert ran == ["order_get", "order_get"]
+
+
+def test_a_method_the_other_tool_leaves_out_does_not_run_its_function_from_inside_a_call() -> None:
+    """``methods=`` makes a method of a tool's route a plain route; called as a function from
+    another tool's admitted call, it is not that route."""
+    app, ran = make_app()
+
+    @app.route("/notes", methods=["GET", "POST"])
+    @tool(scope="note.write", methods=["POST"], authorizer=lambda call: call.subject == "t1:alice")
+    def note_write() -> Any:
+        ran.append("note_write")
+        return "noted"
+
+    @app.get("/ping")
+    @tool(scope="ping")
+    def ping() -> Any:
+        return note_write()  # a GET: the method note_write leaves out
+
+    response = HubSimulator(app, STRONG_SECRET).call("ping", subject="t1:mallory")
+    assert response.status >= 400 and b"noted" not in response.body
+    assert ran == []

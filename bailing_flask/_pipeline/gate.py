@@ -285,13 +285,18 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
     direct = direct_view(view)
     plans = _plans_of(registry, endpoint, state)
     passthrough = frozenset(method for name, method in registry.passthrough if name == endpoint)
+    #: the declarations this endpoint serves (an alias endpoint of the same view shares them)
+    declarations = tuple({id(plan.tool.declaration): plan.tool.declaration
+                          for plan in plans.values()}.values())
 
     def gated_view(**kwargs: Any) -> Any:
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down
         environ = req.environ
         admitted = environ.get(GATE_KEY)
         if admitted is not None:
-            if admitted.endpoint == endpoint:  # a gate further out admitted this call (the app wrapped ours)
+            # a gate further out admitted this call: the app wrapped ours, or an alias endpoint
+            # it added later serves this endpoint's view (the same declaration)
+            if admitted.endpoint == endpoint or any(admitted.declaration is own for own in declarations):
                 return sync_view(**kwargs)
             # another tool's admitted call reaches this endpoint's view: not this tool's decision
             return state.error_response(ErrorInfo.make("tool_not_registered"))
@@ -342,8 +347,9 @@ def run_declared_view(
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     method = request.method
     methods = declaration.options.methods
-    if registry.saw(declaration) and methods is not None and method not in methods:
-        # a method this declaration explicitly does not serve (the gate let it pass)
+    if admitted is None and registry.saw(declaration) and methods is not None and method not in methods:
+        # a method this declaration explicitly does not serve (the gate let it pass); never from
+        # inside another tool's admitted call, where this is a function call, not this route
         return current_app.ensure_sync(view)(*args, **kwargs)
     if registry.tool_of(declaration, method) is not None:
         state.warn_once(
