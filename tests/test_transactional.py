@@ -282,6 +282,22 @@ def test_a_dbapi_view_that_rolls_back_the_connection_is_refused_and_left_uncerta
     assert rows(app) == 0
 
 
+def test_a_dbapi_view_that_commits_and_closes_the_connection_itself_is_not_a_lost_connection(
+        make_app, caplog):
+    """psycopg says ``closed`` after the view's own ``close()`` as after a cut; only a cut is
+    ``broken``. The view ended the call's transaction: 500 and uncertain, as for its COMMIT."""
+    app = make_app("psycopg")
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", {**ARGS, "misuse": "commit_close"}, subject="t1:u1")
+    with caplog.at_level(logging.ERROR, logger="bailing_flask"):
+        first = hub.replay(request)
+    assert (first.status, first.json()["reason"]) == (500, "transaction_ended_by_view"), first.text
+    assert rows(app) == 1  # what the view committed stays
+    again = hub.replay(request)
+    assert (again.status, again.json()["reason"]) == (409, "idempotency_uncertain")
+    assert rows(app) == 1
+
+
 def test_a_database_error_before_the_view_refuses_the_side_effect_with_503(tmp_path):
     app = create_app(BAILING_SECRETS=[STRONG_SECRET], TXN_BACKEND="sqlalchemy",
                      TXN_DATABASE=f"sqlite:///{tmp_path / 'app.sqlite3'}")

@@ -197,8 +197,11 @@ def _in_transaction(conn: Any, dialect: str) -> bool:
 
 
 def _broken(conn: Any, dialect: str) -> bool:
-    """Whether the connection was cut (psycopg): the server rolled its transaction back."""
-    return dialect != "sqlite" and bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
+    """Whether the connection was cut (psycopg's ``broken``): the server rolled its transaction back.
+
+    Not ``closed``: a view that closed the connection itself ended the call's transaction.
+    """
+    return dialect != "sqlite" and bool(getattr(conn, "broken", False))
 
 
 def _begin(conn: Any, dialect: str, *, immediate: bool) -> bool:

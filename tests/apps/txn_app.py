@@ -385,6 +385,9 @@ def _dbapi(app: Flask, backend: str) -> tuple[Any, Any, Any]:
             insert(order_id + 1, amount)
         elif mode == "rollback":  # the connection's own ROLLBACK: the reservation goes too
             get_db().rollback()
+        elif mode == "commit_close":  # the legacy pattern, on the connection itself
+            get_db().commit()
+            get_db().close()
         else:
             raise AssertionError(mode)
 
