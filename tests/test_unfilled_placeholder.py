@@ -98,3 +98,9 @@ def test_the_request_line_is_the_url_parsers(signed_target, wire):
     from bailing_flask.wire.jsenc import whatwg_target
 
     assert whatwg_target(signed_target) == wire
+
+
+def test_escapes_a_proxy_lowered_are_recognised_too():
+    headers = signed("GET", "/orders/{order_id}", subject="t1:u1", job_id="job-1")
+    response = call(protect(), "GET", "/orders/%7border_id%7d", headers=headers)
+    assert (response.status_code, response.json["reason"]) == (422, "missing_path_argument")

@@ -445,7 +445,7 @@ class BailingMiddleware:
             label = verifier.match_read(
                 signature, timestamp, method, signed_path, sha256, length, subject_raw, job_id)
         except SignatureError as error:
-            if error.reason == "bad_signature" and "%7B" in signed_path:
+            if error.reason == "bad_signature" and "%7" in signed_path:  # %7B/%7b, a brace
                 _refuse_unfilled_placeholder(
                     verifier, signature, timestamp, method, signed_path, sha256, subject_raw, job_id)
             raise
@@ -557,7 +557,7 @@ def _refuse_unfilled_placeholder(
     """
     cut = signed_path.find("?")
     path, query = (signed_path, "") if cut < 0 else (signed_path[:cut], signed_path[cut:])
-    template = path.replace("%7B", "{").replace("%7D", "}")
+    template = _ENCODED_BRACE.sub(lambda match: "{" if match[0][2] in "Bb" else "}", path)
     if template == path or not _PLACEHOLDER.search(template):
         return
     try:
@@ -567,6 +567,8 @@ def _refuse_unfilled_placeholder(
     raise SignatureError("missing_path_argument")
 
 
+#: A brace the URL parser (or a proxy that lowers escapes) percent-encoded.
+_ENCODED_BRACE = re.compile("%7[BbDd]")
 #: A path template placeholder as the hub substitutes it (``{name}``).
 _PLACEHOLDER = re.compile(r"\{[^{}]+\}")
 
