@@ -71,6 +71,11 @@ _TABLE: tuple[Reason, ...] = (
        )),
     _r("unexpected_body", 401, "bad_signature",
        "A GET or HEAD request signed by the hub never carries a body."),
+    _r("body_not_json", 415, "invalid_arguments",
+       (
+           "A signed request body must be sent as Content-Type: application/json, as the hub "
+           "sends it: the header is not signed, and another type would be read otherwise."
+       )),
     _r("missing_path_argument", 422, "invalid_arguments",
        (
            "A path parameter of this tool was left out: the hub signed the path template "

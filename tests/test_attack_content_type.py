@@ -1,11 +1,12 @@
-"""Content-Type is not signed: a signed body sent as a form must not reach the view as one.
+"""Content-Type is not signed: a signed body sent as a form must not reach the app as one.
 
-The gate validates (and the authorizer judges) a tool call's body as JSON,
-whatever ``Content-Type`` says. A view that lets its framework read the body
-by content type (webargs' ``location="json_or_form"``, ``request.form``,
-``request.values``) reads the same signed bytes as a form once a proxy or a
-replayer changes that unsigned header: a model-filled string such as
-``"x&amount=100000&z="`` then becomes an argument the authorizer never saw.
+The hub sends every body as ``application/json``. A view that lets its
+framework read the body by content type (webargs' ``location="json_or_form"``,
+``request.form``, ``request.values``) reads the same signed bytes as a form
+once a proxy or a replayer changes that unsigned header: a model-filled
+string such as ``"x&amount=100000&z="`` then becomes an argument the
+authorizer never saw. The verifying middleware refuses such a request
+(``415 body_not_json``) before any app code, Flask or not.
 """
 
 from __future__ import annotations
@@ -68,13 +69,12 @@ def test_a_signed_body_relabelled_as_a_form_is_refused_before_the_view() -> None
     headers["Content-Type"] = "application/x-www-form-urlencoded"  # not covered by the signature
     response = app.test_client().post("/refunds", data=BODY, headers=headers)
     assert refunded == []
-    assert response.status_code == 422
-    assert response.get_json()["reason"] == "invalid_body"
+    assert (response.status_code, response.get_json()["reason"]) == (415, "body_not_json")
 
 
 
 @pytest.mark.parametrize("content_type", [
-    "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain",
+    "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/html",
     "application/json-patch+json",
 ])
 def test_any_other_label_on_a_signed_body_is_refused(content_type: str) -> None:
@@ -82,9 +82,8 @@ def test_any_other_label_on_a_signed_body_is_refused(content_type: str) -> None:
     headers = signed_headers(STRONG_SECRET, "POST", "/refunds", BODY, subject="t1:alice", job_id="j1")
     headers["Content-Type"] = content_type
     response = app.test_client().post("/refunds", data=BODY, headers=headers)
-    assert (response.status_code, refunded) == (422, [])
-    answer = response.get_json()
-    assert (answer["reason"], answer["errors"][0]["problem"]) == ("invalid_body", "not_json")
+    assert (response.status_code, refunded) == (415, [])
+    assert response.get_json()["reason"] == "body_not_json"
 
 
 @pytest.mark.parametrize("content_type", [
@@ -98,12 +97,42 @@ def test_json_with_or_without_parameters_is_read_as_json(content_type: str) -> N
     assert (response.status_code, refunded) == (201, [5])
 
 
-def test_an_unlabelled_signed_body_is_not_refused_and_never_read_as_a_form() -> None:
-    """No type: the gate validates the JSON; a form parser reads nothing from it (webargs finds no amount)."""
+@pytest.mark.parametrize("content_type", [None, "text/plain"], ids=["none", "wsgiref's-for-none"])
+def test_an_unlabelled_signed_body_is_not_refused_and_never_read_as_a_form(
+        content_type: str | None) -> None:
+    """No type (or the ``text/plain`` wsgiref puts for none): not refused; a form parser reads
+    nothing from it (webargs finds no amount, and says so itself)."""
     app, refunded = make_app()
     headers = signed_headers(STRONG_SECRET, "POST", "/refunds", BODY, subject="t1:alice", job_id="j1")
     headers.pop("Content-Type", None)  # signed_headers sends none
+    if content_type is not None:
+        headers["Content-Type"] = content_type
     response = app.test_client().post("/refunds", data=BODY, headers=headers)
     answer = response.get_json()
-    assert [error["problem"] for error in answer["errors"]] == ["missing"]  # webargs' own, not the gate's
+    assert [error["problem"] for error in answer["errors"]] == ["missing"]  # webargs' own
     assert refunded == []
+
+
+def test_a_wsgi_app_that_is_not_flask_behind_the_middleware_alone_is_covered_too() -> None:
+    from urllib.parse import parse_qs
+
+    from werkzeug.test import Client
+
+    from bailing_flask.wire import BailingMiddleware
+
+    seen: list[dict[str, list[str]]] = []
+
+    def legacy_wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        seen.append(parse_qs(environ["wsgi.input"].read(length).decode()))  # a form parser
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    client = Client(BailingMiddleware(legacy_wsgi, STRONG_SECRET))
+    headers = signed_headers(STRONG_SECRET, "POST", "/refunds", BODY, subject="t1:alice", job_id="j1")
+    relabelled = client.post("/refunds", data=BODY, headers={
+        **headers, "Content-Type": "application/x-www-form-urlencoded"})
+    assert (relabelled.status_code, relabelled.headers["X-Bailing-Reason"]) == (415, "body_not_json")
+    assert seen == []
+    as_sent = client.post("/refunds", data=BODY, headers={**headers, "Content-Type": "application/json"})
+    assert as_sent.status_code == 200 and len(seen) == 1

@@ -105,13 +105,14 @@ def test_chunked_body(server):
     assert json.loads(response.body)["length"] == len(body)
 
 
-def test_form_encoded_body_is_still_parsed_by_the_app(server):
+def test_a_signed_form_encoded_body_is_refused_before_the_app_parses_it(server):
+    """The hub sends every body as JSON, and Content-Type is not signed: a form was relabelled."""
     body = b"title=%E6%B5%8B%E8%AF%95&amount=9.9"
     headers = hub("POST", "/form", body)
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     response = raw_request(server, "POST", "/form", headers, body)
-    assert response.status == 200, response.body
-    assert json.loads(response.body)["form"] == {"title": "测试", "amount": "9.9"}
+    assert response.status == 415, response.body
+    assert json.loads(response.body)["reason"] == "body_not_json"
 
 
 def test_latin1_subject(server):

@@ -235,17 +235,6 @@ def _lenient_json(raw: bytes) -> Any:
         ]) from None
 
 
-def _json_label(content_type: str) -> bool:
-    """Whether a signed body's ``Content-Type`` lets a view read it only as JSON.
-
-    The hub sends exactly ``application/json``; a parameter (``charset``) or
-    no type at all (not asked here) reads the same. Any other type (a form,
-    text) would let the app's framework parse the signed bytes as something
-    else.
-    """
-    return content_type.partition(";")[0].strip().lower() == "application/json"
-
-
 def _validate_body(
     tool: Tool, request: Request, human: bool = False
 ) -> tuple[Any, dict[str, Any]]:
@@ -255,15 +244,6 @@ def _validate_body(
         data: Any = _form_data(request)
     elif (raw := _raw_body(request, request.environ)).strip() == b"":
         data = {}
-    elif (not human and (label := request.environ.get("CONTENT_TYPE"))
-          and label != "application/json" and not _json_label(label)):  # the hub's: no call
-        # the hub sends every body as application/json, and Content-Type is not signed: read
-        # as a form (webargs' json_or_form, request.form), the same bytes would give the view
-        # other arguments than the ones validated and authorized here
-        raise ArgumentError("invalid_body", [
-            {"parameter": "(body)", "location": "body", "problem": "not_json",
-             "message": "The body must be sent as Content-Type: application/json."}
-        ])
     elif (plan := tool.body_plan) is not None and (body := plan.validate(raw)) is not None:
         # parsed and validated in one pass; the arguments as in _checked_query
         return body, body.__dict__ if tool.body_as_stored else body.model_dump()

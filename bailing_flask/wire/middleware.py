@@ -67,7 +67,8 @@ _new_tuple: Any = tuple.__new__
 
 _STATUS_TEXT = {400: "400 Bad Request", 401: "401 Unauthorized", 408: "408 Request Timeout",
                 422: "422 Unprocessable Content",
-                413: "413 Content Too Large", 503: "503 Service Unavailable"}
+                413: "413 Content Too Large", 415: "415 Unsupported Media Type",
+                503: "503 Service Unavailable"}
 
 
 def secrets_missing(secrets: Secrets | None) -> bool:
@@ -449,6 +450,9 @@ class BailingMiddleware:
                 _refuse_unfilled_placeholder(
                     verifier, signature, timestamp, method, signed_path, sha256, subject_raw, job_id)
             raise
+        if length and (media := get("CONTENT_TYPE")) and media != "application/json" \
+                and not _json_media_type(media):  # the hub's own label: no call
+            raise SignatureError("body_not_json")
         # the records are built with tuple.__new__: a named tuple's own __new__ is a Python call
         environ[AS_VERIFIED_KEY] = _new_tuple(
             AsVerified, (method, path, query, get("CONTENT_LENGTH"), stream))
@@ -571,6 +575,24 @@ def _refuse_unfilled_placeholder(
 _ENCODED_BRACE = re.compile("%7[BbDd]")
 #: A path template placeholder as the hub substitutes it (``{name}``).
 _PLACEHOLDER = re.compile(r"\{[^{}]+\}")
+
+
+#: Types no framework reads fields from: what a server puts for a body sent without one
+#: (``wsgiref`` says ``text/plain``), besides JSON itself.
+_UNPARSED_TYPES = frozenset(("application/json", "text/plain"))
+
+
+def _json_media_type(content_type: str) -> bool:
+    """Whether a signed body's ``Content-Type`` lets the app read it only as the JSON it is.
+
+    The hub sends exactly ``application/json`` with every body; a parameter
+    (``charset``), another case, no type at all, or the ``text/plain`` a
+    server such as ``wsgiref`` puts for a missing one read the same. Any
+    other type (a form, multipart) would let the app's framework
+    (``request.form``, webargs' ``json_or_form``) read the signed bytes as
+    other arguments than the ones verified: the header is not signed.
+    """
+    return content_type.partition(";")[0].strip().lower() in _UNPARSED_TYPES
 
 
 def _announces_body(environ: dict[str, Any]) -> bool:
