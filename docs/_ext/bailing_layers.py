@@ -27,7 +27,7 @@ PACKAGE = ROOT / "bailing_flask"
 #: One hub tool call, in the order the package handles it: (step, module path, what happens).
 REQUEST_PATH: list[tuple[str, str, str]] = [
     ("WSGI server", "", "gunicorn, waitress, uWSGI...: the raw request target and body stream"),
-    ("verify", "wire/middleware.py", "signature, timestamp window, one reading of the signed string, body hashed while read"),
+    ("verify", "wire/middleware.py", "signature, timestamp window, one reading of the signed string, body hashed while read and labelled JSON"),
     ("route", "", "Flask routes the request; the app's before_request hooks run (is_tool_call() is true)"),
     ("gate", "_pipeline/gate.py", "the routed method, path, query and body are the verified ones"),
     ("subject", "_pipeline/authz.py", "the signed subject, loaded by the app's subject_loader"),
