@@ -23,6 +23,18 @@ class Hex8(BaseConverter):
     regex = "[0-9a-f]{8}"
 
 
+def _path_tool(app: Flask, rule: str, name: str, endpoint: str, scope: str) -> None:
+    """A GET tool ``endpoint`` answering its one path parameter, ``name``, back."""
+    def view(**kwargs: str):
+        return jsonify(kwargs)
+
+    view.__name__ = view.__qualname__ = endpoint
+    view.__doc__ = f"Read a {name}."
+    declared = tool(scope=scope, allow_unsigned=False,
+                    params=[Param(name, location="path", description=f"The {name}.")])(view)
+    app.add_url_rule(rule, view.__name__, declared)
+
+
 def make_app() -> Flask:
     app = Flask(__name__)
     app.url_map.converters["hex8"] = Hex8
@@ -31,29 +43,12 @@ def make_app() -> Flask:
     bailing.subject_loader(lambda s: {"id": s} if s == "t1:alice" else None)
     bailing.authorizer(lambda call: call.user is not None)
 
-    @app.get("/codes/<string(length=8):code>")
-    @tool(scope="code.read", allow_unsigned=False, params=[Param("code", location="path", description="The code.")])
-    def code_get(code: str):
-        """Read a code."""
-        return jsonify(code=code)
-
-    @app.get("/words/<string(minlength=3, maxlength=12):word>")
-    @tool(scope="code.read", allow_unsigned=False, params=[Param("word", location="path", description="The word.")])
-    def word_get(word: str):
-        """Read a word."""
-        return jsonify(word=word)
-
-    @app.get("/notes/<hex8:ref>")
-    @tool(scope="note.read", allow_unsigned=False, params=[Param("ref", location="path", description="The note.")])
-    def note_get(ref: str):
-        """Read a note."""
-        return jsonify(ref=ref)
-
-    @app.get("/plain/<name>")
-    @tool(scope="note.read", allow_unsigned=False, params=[Param("name", location="path", description="A name.")])
-    def plain_get(name: str):
-        """Read a name."""
-        return jsonify(name=name)
+    for rule, name, endpoint, scope in (
+            ("/codes/<string(length=8):code>", "code", "code_get", "code.read"),
+            ("/words/<string(minlength=3, maxlength=12):word>", "word", "word_get", "code.read"),
+            ("/notes/<hex8:ref>", "ref", "note_get", "note.read"),
+            ("/plain/<name>", "name", "plain_get", "note.read")):
+        _path_tool(app, rule, name, endpoint, scope)
 
     return app
 
