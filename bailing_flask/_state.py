@@ -21,17 +21,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from flask import Blueprint, Flask, Response, current_app
 
-from bailing_flask._audit_sink import JsonLinesSink
 from bailing_flask._sync import call_sync
-from bailing_flask.errors import SignatureError
 from bailing_flask.responses import REASON_HEADER, ErrorInfo, json_response
-from bailing_flask.settings import Config
-from bailing_flask.stores.base import IdempotencyStore
-from bailing_flask.wire.middleware import BailingMiddleware
+
+if TYPE_CHECKING:  # what init_app builds: loaded by it, not by an import of the extension
+    from bailing_flask._audit_sink import JsonLinesSink
+    from bailing_flask.errors import SignatureError
+    from bailing_flask.settings import Config
+    from bailing_flask.stores.base import IdempotencyStore
+    from bailing_flask.wire.middleware import BailingMiddleware
 
 __all__ = ["BailingState", "Cache", "Callbacks", "state_of", "current_state", "EXTENSION_KEY"]
 

@@ -18,34 +18,24 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import click
 from flask import Flask, Response, request
 
-from bailing_flask._audit_sink import configured_sink
 from bailing_flask._state import EXTENSION_KEY, BailingState, Callbacks, state_of
 from bailing_flask._sync import check_async_support
-from bailing_flask._pipeline.catalog import catalog_of
 from bailing_flask.errors import ConfigurationError
-from bailing_flask._pipeline.gate import (
-    explain_routing_errors, gate_view_functions, install_gates, run_declared_view,
-)
-from bailing_flask._pipeline.idempotency import Idempotency, install_idempotency
-from bailing_flask.integrations import (
-    FlaskHTTPAuthBridge,
-    FlaskLoginBridge,
-    exempt_tool_calls_from_csrf,
-)
-from bailing_flask._pipeline.registry import registry_of
-from bailing_flask.approvals import approvals_of, hub_client_of
-from bailing_flask.audit import signature_refusal
 from bailing_flask.responses import ErrorInfo
-from bailing_flask.settings import Config, load_config, option_key
 from bailing_flask.declare import get_declaration, get_wrapped_by
 from bailing_flask.declare import tool as _tool
-from bailing_flask.wire.middleware import BailingMiddleware
 
+# What init_app installs is imported by init_app: an application's ``from bailing_flask
+# import Bailing, tool`` loads neither the request pipeline nor pydantic (its settings and
+# the options' models load with the first init_app and the first declaration).
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack
 
     from bailing_flask._options import BailingKwargs
+    from bailing_flask._pipeline.idempotency import Idempotency
     from bailing_flask.declare import ToolKwargs
+    from bailing_flask.integrations import FlaskHTTPAuthBridge, FlaskLoginBridge
+    from bailing_flask.settings import Config
     from bailing_flask.transactional import TransactionalIdempotency
     from bailing_flask.approvals import BusinessApprovals
     from bailing_flask.hub.client import HubClient
@@ -94,6 +84,8 @@ class _CommandsOnUse(click.Group):
 
 def _signature_refused(state: BailingState, error: Any, environ: dict[str, Any], path: str) -> None:
     """The middleware refused a signed request: audit it and send the signal."""
+    from bailing_flask.audit import signature_refusal
+
     try:
         signature_refusal(state, error, environ, path)
     except Exception:  # never let the audit turn a 401 into a 500
@@ -123,6 +115,9 @@ def first_request_compile(state: BailingState) -> None:
         with lock:
             if done:
                 return None
+            from bailing_flask._pipeline.catalog import catalog_of
+            from bailing_flask.integrations import exempt_tool_calls_from_csrf
+
             try:
                 if state.config.csrf_exempt:
                     # CSRFProtect initialised after Bailing: its check runs after this hook
@@ -161,6 +156,8 @@ class Bailing(Callbacks):
 
     def __init__(self, app: Flask | None = None, **options: Unpack[BailingKwargs]) -> None:
         super().__init__()  # the registered callbacks: every app's state reads them
+        from bailing_flask.settings import option_key
+
         self._options: dict[str, Any] = {option_key(name): value for name, value in options.items()}
         if app is not None:
             self.init_app(app)
@@ -169,6 +166,15 @@ class Bailing(Callbacks):
         """Install the middleware, endpoints and CLI on ``app``."""
         if "bailing" in app.extensions:
             raise ConfigurationError("Bailing was already initialised for this app")
+        from bailing_flask._audit_sink import configured_sink
+        from bailing_flask._pipeline.gate import (
+            explain_routing_errors, gate_view_functions, install_gates, run_declared_view,
+        )
+        from bailing_flask._pipeline.idempotency import install_idempotency
+        from bailing_flask.integrations import exempt_tool_calls_from_csrf
+        from bailing_flask.settings import load_config
+        from bailing_flask.wire.middleware import BailingMiddleware
+
         # the one reading of app.config: everything below reads the frozen object
         config = load_config(app.config, self._options)
         from bailing_flask.config_check import check_at_init, log_at_init
@@ -249,6 +255,8 @@ class Bailing(Callbacks):
         ``500 login_user_invalid``, logged with the loader's name. See
         :class:`~bailing_flask.integrations.FlaskLoginBridge`.
         """
+        from bailing_flask.integrations import FlaskLoginBridge
+
         bridge = FlaskLoginBridge(login_manager)
         self.admission_hooks.append(bridge.admit)
         return bridge
@@ -268,6 +276,8 @@ class Bailing(Callbacks):
         ``WWW-Authenticate``). Every other request is Flask-HTTPAuth's as
         before. See :class:`~bailing_flask.integrations.FlaskHTTPAuthBridge`.
         """
+        from bailing_flask.integrations import FlaskHTTPAuthBridge
+
         bridge = FlaskHTTPAuthBridge(auth)
         self.admission_hooks.append(bridge.admit)
         return bridge
@@ -336,11 +346,15 @@ class Bailing(Callbacks):
         """
         from flask import current_app
 
+        from bailing_flask.approvals import hub_client_of
+
         return hub_client_of(state_of(app or current_app._get_current_object()))  # type: ignore[attr-defined]
 
     def approvals(self, app: Flask | None = None) -> BusinessApprovals:
         """The approval requests this app received, and its decisions (see :mod:`~bailing_flask.approvals`)."""
         from flask import current_app
+
+        from bailing_flask.approvals import approvals_of
 
         return approvals_of(state_of(app or current_app._get_current_object()))  # type: ignore[attr-defined]
 

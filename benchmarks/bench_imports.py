@@ -29,6 +29,11 @@ statement alike); a figure is the median of the per-round ratios.
   by whichever model is built first in a process (its schema machinery and
   a scan of the installed distributions for pydantic plugins), is on both
   sides here, and not in the baseline of the row above;
+* ``app_start_vs_flask_app`` (no target): a worker's start-up, the import,
+  one model, one route declared with ``@tool(body=Model)`` and
+  ``Bailing(app)`` / ``import flask``, the same model and route: the
+  options' models, the settings and the pipeline that the import leaves
+  for later are paid here;
 * ``import_vs_flask`` (no target since issue 22; was <= 1.3, issue 14): the
   same over ``import flask``;
 * ``pytest_plugin_suite_ms`` (target <= 50 ms): what the package's pytest
@@ -78,6 +83,14 @@ _MODEL = ("from pydantic import BaseModel\n"
           "class Model(BaseModel):\n"
           "    quantity: int = 1\n")
 _MODEL_SHOWN = "class Model(BaseModel): quantity: int = 1"
+#: A worker's start-up: the app, one route taking the model, and (on the package's side) its
+#: declaration and ``Bailing(app)``: what the names an import leaves for later cost then.
+_APP = ("app = flask.Flask('bench')\n"
+        "@app.post('/orders')\n"
+        "{declare}"
+        "def create():\n"
+        "    return {{}}\n")
+_APP_SHOWN = "an app with one route (and its @tool, Bailing(app))"
 #: What each round times, by name.
 STATEMENTS = {
     "flask": "import flask",
@@ -87,6 +100,10 @@ STATEMENTS = {
     "bailing_flask_app": "from bailing_flask import Bailing, tool",
     "flask_model": "import flask\n" + _MODEL,
     "bailing_flask_app_model": "from bailing_flask import Bailing, tool\n" + _MODEL,
+    "flask_app_start": "import flask\n" + _MODEL + _APP.format(declare=""),
+    "bailing_flask_app_start": ("import flask\nfrom bailing_flask import Bailing, tool\n" + _MODEL
+                                + _APP.format(declare="@tool(scope='orders.create', body=Model)\n")
+                                + "Bailing(app, secrets='s' * 40)\n"),
 }
 #: what :data:`STATEMENTS` measure beyond ``import flask``: the package alone, and an app's import
 _IMPORTS = {"package": "import bailing_flask", "app": "from bailing_flask import Bailing, tool"}
@@ -117,6 +134,8 @@ def import_cpu_ns(statement: str) -> int:
 
 def _shown(statement: str) -> str:
     """One line of a statement for the notes (the model's class is named, not shown)."""
+    if "flask.Flask(" in statement:
+        return f"{'from bailing_flask' if 'Bailing' in statement else 'import flask'}` + `{_APP_SHOWN}"
     first, _, rest = statement.partition("\n")
     return first if not rest else f"{first}` + `{_MODEL_SHOWN}"
 
@@ -326,6 +345,11 @@ def run(quick: bool = False) -> list[Result]:
                    "CPU of `from bailing_flask import Bailing, tool` and one pydantic model / CPU of "
                    "`import flask` and the same model: what the package adds to an app that declares "
                    "a model anyway (no target)", details, measured="bailing_flask_app_model"),
+        _ratio_row("app_start_vs_flask_app", ns, "flask_app_start", "", 0.0,
+                   "CPU of importing the package, one model, one declared route and `Bailing(app)` / "
+                   "CPU of `import flask`, the same model and route: what a worker's start-up pays, "
+                   "where the names an import leaves for later load (no target)", details,
+                   measured="bailing_flask_app_start"),
         _ratio_row("import_vs_flask", ns, "flask", "", 0.0,
                    "CPU of `import bailing_flask` / CPU of `import flask` (no target since issue 22)",
                    details),

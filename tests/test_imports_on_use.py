@@ -135,3 +135,42 @@ def test_the_middleware_alone_loads_neither_flask_nor_pydantic() -> None:
 def test_the_first_name_taken_from_the_package_loads_what_it_needs() -> None:
     assert _modules_after("from bailing_flask import Bailing", ("bailing_flask.extension", "flask")) \
         == ["bailing_flask.extension", "flask"]
+
+
+#: what an application's ``from bailing_flask import Bailing, tool`` must not load: the options'
+#: pydantic models come with the first declaration, the pipeline and settings with ``init_app``
+NOT_ON_APP_IMPORT = ("pydantic.main", "bailing_flask._tool_options", "bailing_flask.settings",
+                     "bailing_flask._pipeline", "bailing_flask.wire", "bailing_flask.stores",
+                     "bailing_flask.approvals", "bailing_flask.audit")
+
+
+def test_taking_bailing_and_tool_builds_no_model_and_loads_no_pipeline() -> None:
+    assert _modules_after("from bailing_flask import Bailing, tool", NOT_ON_APP_IMPORT) == []
+
+
+def test_the_first_declaration_and_init_app_load_what_they_use() -> None:
+    declared = ("from bailing_flask import tool\n"
+                "@tool(scope='orders.read')\n"
+                "def view(): pass")
+    assert _modules_after(declared, ("bailing_flask._tool_options", "pydantic.main",
+                                     "bailing_flask._pipeline")) \
+        == ["bailing_flask._tool_options", "pydantic.main"]
+    initialised = ("import flask\nfrom bailing_flask import Bailing\n"
+                   "Bailing(flask.Flask('app'), secrets='s' * 40)")
+    assert _modules_after(initialised, ("bailing_flask.settings", "bailing_flask._pipeline.gate",
+                                        "bailing_flask.wire.middleware")) \
+        == ["bailing_flask.settings", "bailing_flask._pipeline.gate", "bailing_flask.wire.middleware"]
+
+
+def test_a_bad_declaration_still_fails_where_it_is_written() -> None:
+    statement = ("from bailing_flask import tool\n"
+                 "try:\n"
+                 "    @tool(risk='extreme')\n"
+                 "    def view(): pass\n"
+                 "except Exception as exc:\n"
+                 "    print(type(exc).__name__, str(exc).split(':')[0])")
+    code = f"{statement}"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ToolDeclarationError invalid tool declaration on __main__.view"

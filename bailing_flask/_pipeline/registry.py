@@ -26,9 +26,8 @@ from bailing_flask.context import ToolInfo
 from bailing_flask.errors import ToolDeclarationError
 from bailing_flask._pipeline.param_hazards import param_findings
 from bailing_flask._pipeline.projection import Shaper, make_shaper
-from bailing_flask.declare import (
-    Declaration, Param, ToolOptions, effective_repeats, get_declaration, get_defaults, get_wrapped_by,
-)
+from bailing_flask.declare import Declaration, get_declaration, get_defaults, get_wrapped_by
+from bailing_flask._tool_options import Param, ToolOptions, effective_repeats
 from bailing_flask.settings import Config
 from bailing_flask._state import BailingState, Cache
 
