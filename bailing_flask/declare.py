@@ -56,15 +56,33 @@ _DEFAULTS_ATTR = "__bailing_defaults__"
 #: of one of these names), so that ``from bailing_flask import tool`` builds no model.
 _OPTION_TYPES = ("ApprovalCondition", "Outcome", "Param", "RateLimit", "ToolOptions")
 
+
+def _load_option_types() -> None:
+    """Put the option types, and the other names this module's annotations use, in its namespace.
+
+    Once loaded, ``dir()``, ``help()``, Sphinx and ``typing.get_type_hints`` (on
+    :class:`Declaration`, :class:`ToolKwargs`, the overloads of ``tool``) find them as before.
+    """
+    if "ToolOptions" in globals():
+        return
+    from pydantic import BaseModel
+    from typing_extensions import Unpack
+
+    from bailing_flask import _tool_options
+
+    globals().update({name: getattr(_tool_options, name) for name in _OPTION_TYPES},
+                     BaseModel=BaseModel, Unpack=Unpack)
+
+
 if not TYPE_CHECKING:  # the type checker reads the imports above
     def __getattr__(name: str) -> object:
         if name in _OPTION_TYPES:
-            from bailing_flask import _tool_options
-
-            value = getattr(_tool_options, name)
-            globals()[name] = value
-            return value
+            _load_option_types()
+            return globals()[name]
         raise AttributeError(f"module 'bailing_flask.declare' has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_OPTION_TYPES})
 
 
 #: The values of ``repeats=``: what happens to a repeat of the same call.
@@ -186,7 +204,8 @@ def _removed(options: dict[str, Any], where: str) -> None:
 
 def _validate(options: dict[str, Any], where: str) -> ToolOptions:
     _removed(options, where)
-    from bailing_flask._tool_options import validate_options  # pydantic: on the first declaration
+    _load_option_types()  # pydantic: on the first declaration
+    from bailing_flask._tool_options import validate_options
 
     return validate_options(options, where)
 

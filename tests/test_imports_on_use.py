@@ -174,3 +174,23 @@ def test_a_bad_declaration_still_fails_where_it_is_written() -> None:
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ToolDeclarationError invalid tool declaration on __main__.view"
+
+
+def test_the_option_types_are_listed_before_they_load_and_resolve_once_declared() -> None:
+    """``dir()`` (so ``help()`` and Sphinx's ``automodule :members: ToolOptions``) lists the option
+    types without loading them; after a declaration ``typing.get_type_hints`` resolves
+    ``Declaration`` and ``ToolKwargs`` (pydantic's dataclass and TypedDict support reads them)."""
+    code = ("import sys, typing\n"
+            "import bailing_flask.declare as declare\n"
+            "listed = set(declare._OPTION_TYPES) <= set(dir(declare))\n"
+            "print(listed, 'pydantic.main' in sys.modules)\n"
+            "@declare.tool(scope='orders.read')\n"
+            "def view(): pass\n"
+            "options = typing.get_type_hints(declare.Declaration)['options']\n"
+            "print(options is type(declare.get_declaration(view).options),\n"
+            "      typing.get_type_hints(declare.ToolKwargs)['params'])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "True False", "True collections.abc.Sequence[bailing_flask._tool_options.Param]"]
