@@ -156,9 +156,11 @@ class Bailing(Callbacks):
 
     def __init__(self, app: Flask | None = None, **options: Unpack[BailingKwargs]) -> None:
         super().__init__()  # the registered callbacks: every app's state reads them
-        from bailing_flask.settings import option_key
+        self._options: dict[str, Any] = {}
+        if options:  # checked here, so a misspelt keyword fails where it is written
+            from bailing_flask.settings import option_key
 
-        self._options: dict[str, Any] = {option_key(name): value for name, value in options.items()}
+            self._options = {option_key(name): value for name, value in options.items()}
         if app is not None:
             self.init_app(app)
 

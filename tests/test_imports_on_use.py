@@ -146,6 +146,9 @@ NOT_ON_APP_IMPORT = ("pydantic.main", "bailing_flask._tool_options", "bailing_fl
 
 def test_taking_bailing_and_tool_builds_no_model_and_loads_no_pipeline() -> None:
     assert _modules_after("from bailing_flask import Bailing, tool", NOT_ON_APP_IMPORT) == []
+    # the app-factory pattern: the extension made at import, init_app(app) later
+    assert _modules_after("from bailing_flask import Bailing\nbailing = Bailing()",
+                          NOT_ON_APP_IMPORT) == []
 
 
 def test_the_first_declaration_and_init_app_load_what_they_use() -> None:
