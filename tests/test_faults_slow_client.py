@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from flask import Flask, jsonify
@@ -236,3 +237,60 @@ def test_a_prompt_body_is_never_cut_off_by_the_deadline():
     # every deadline armed for those bodies was disarmed: none can fire later, under
     # whatever the connection carries next
     assert deadlines_armed() == 0
+
+
+# -- the watchdog behind the deadlines ------------------------------------------------------
+
+
+def _settled_watchdog() -> Any:
+    """The process's watchdog, started, and sleeping until its next look."""
+    from bailing_flask.wire import deadline
+
+    first, _peer = socket.socketpair()
+    deadline.disarm(deadline.arm(first, 10.0))  # starts the thread if nothing had
+    watchdog = deadline._WATCHDOG
+    give_up = time.monotonic() + GIVE_UP
+    while getattr(watchdog, "_next_look", 0.0) == float("inf") and time.monotonic() < give_up:
+        time.sleep(0.01)
+    first.close()
+    _peer.close()
+    return watchdog
+
+
+def test_arming_a_deadline_wakes_no_thread_per_request():
+    """A request arms a deadline seconds ahead of the watchdog's next look: a dictionary
+    insert, no thread woken (a wake per request cost a sync gunicorn worker ~100 µs of CPU)."""
+    from bailing_flask.wire import deadline
+
+    watchdog = _settled_watchdog()
+    sock, peer = socket.socketpair()
+    woken = 0
+    for _ in range(200):
+        watchdog._wake.clear()
+        entry = deadline.arm(sock, 10.0)
+        woken += watchdog._wake.is_set()
+        assert deadline.disarm(entry) is False  # disarmed before its deadline
+    sock.close()
+    peer.close()
+    assert woken <= 5, woken  # only an arm that met one of the thread's own looks (once a second)
+
+
+def test_a_deadline_earlier_than_the_next_look_still_fires_on_time():
+    """The watchdog sleeps until its next look, up to a second; a shorter deadline armed
+    meanwhile wakes it, and the read side is shut once that deadline passes, not later."""
+    from bailing_flask.wire import deadline
+
+    _settled_watchdog()
+    late, late_peer = socket.socketpair()
+    soon, soon_peer = socket.socketpair()
+    long_entry = deadline.arm(late, 30.0)
+    started = time.monotonic()
+    short_entry = deadline.arm(soon, 0.3)
+    soon.settimeout(GIVE_UP)
+    assert soon.recv(1) == b""  # the read side was shut: the blocked read returns at once
+    elapsed = time.monotonic() - started
+    assert short_entry.fired and deadline.disarm(short_entry) is True
+    assert 0.3 <= elapsed < GIVE_UP
+    assert deadline.disarm(long_entry) is False and not long_entry.fired
+    for s in (late, late_peer, soon, soon_peer):
+        s.close()
