@@ -27,7 +27,6 @@ own database transaction, and a failure rolls back.
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import itertools
 import logging
 import os
@@ -42,6 +41,7 @@ from werkzeug.exceptions import HTTPException
 from bailing_flask.approvals import _spend_approval
 from bailing_flask.declare import ExerciseStop
 from bailing_flask.wire.headers import is_hop_by_hop
+from bailing_flask.wire.digest import sha256_hex
 from bailing_flask._sync import call_sync
 from bailing_flask.responses import REASON_HEADER, REPLAY_HEADER, ErrorInfo
 from bailing_flask.settings import Config
@@ -147,7 +147,7 @@ def call_key(tool: Tool, call: ToolCall) -> str:
 
 def _domain_key(tool_name: str, value: Any) -> str:
     material = f"domain\n{tool_name}\n{value}"
-    return "idem:" + hashlib.sha256(material.encode("utf-8")).hexdigest()
+    return "idem:" + sha256_hex(material.encode("utf-8"))
 
 
 class _Plan:

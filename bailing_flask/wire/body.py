@@ -17,6 +17,7 @@ import threading
 from typing import IO, Any, cast
 
 from bailing_flask.errors import SignatureError
+from bailing_flask.wire.digest import sha256_hex
 
 __all__ = ["BodyParts", "ReadBody", "read_body", "read_body_parts"]
 
@@ -118,7 +119,7 @@ def read_body_parts(environ: dict[str, Any], max_size: int, spool_threshold: int
         except Exception as exc:  # client went away, server-side stream error
             raise SignatureError("malformed_body", status=400) from exc
         if len(data) == declared:
-            return hashlib.sha256(data).hexdigest(), declared, io.BytesIO(data), False
+            return sha256_hex(data), declared, io.BytesIO(data), False
         # a short read: continue below with what arrived
         first = data
     else:

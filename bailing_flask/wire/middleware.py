@@ -10,7 +10,6 @@ carries one is verified, always, and never reaches the app when it fails.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -22,6 +21,7 @@ from urllib.parse import unquote_to_bytes
 from bailing_flask.wire import deadline as _deadline
 from bailing_flask.wire import drain as _drain
 from bailing_flask.wire.body import BodyParts, read_body_parts
+from bailing_flask.wire.digest import sha256_hex
 from bailing_flask.wire.base_url import BaseURL, parse_base_url, strip_base
 from bailing_flask.wire.jsenc import encode_uri_component
 from bailing_flask.wire.headers import with_content_length
@@ -137,7 +137,7 @@ class VerifiedCall(NamedTuple):
         material = "\n".join(
             (self.method, self.signed_path, self.body_sha256, self.subject or "", self.job_id)
         )
-        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+        return sha256_hex(material.encode("utf-8"))
 
 
 class AsVerified(NamedTuple):

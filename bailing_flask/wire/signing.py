@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from bailing_flask.errors import ConfigurationError, SignatureError
+from bailing_flask.wire import digest as _digest
 
 __all__ = [
     "EMPTY_BODY_SHA256",
@@ -74,7 +75,7 @@ def _utf8(value: str | bytes) -> bytes:
 
 
 def _body_hash(body: str | bytes) -> str:
-    return hashlib.sha256(_utf8(body)).hexdigest()
+    return _digest.sha256_hex(_utf8(body))
 
 
 def canonical_tool_call(
@@ -194,23 +195,29 @@ class _Key:
     HMAC-SHA256 is ``H((K^opad) || H((K^ipad) || m))``. Both pads are one
     64-byte block, so their hash states can be computed once per key and
     copied per message: the result is the standard HMAC, at a fraction of
-    the cost of setting up a fresh one for every request.
+    the cost of setting up a fresh one for every request. A signed string
+    is short, so its states are those of :func:`~bailing_flask.wire.digest.sha256`
+    for short inputs; a longer message (a callback's body) uses OpenSSL's.
     """
 
-    __slots__ = ("label", "secret", "_inner", "_outer")
+    __slots__ = ("label", "secret", "_inner", "_outer", "_inner_long", "_outer_long")
 
     def __init__(self, label: str, secret: bytes) -> None:
         self.label = label
         self.secret = secret
         block = hashlib.sha256(secret).digest() if len(secret) > 64 else secret
         block = block.ljust(64, b"\0")
-        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+        inner_pad = bytes(b ^ 0x36 for b in block)
+        outer_pad = bytes(b ^ 0x5C for b in block)
+        self._inner, self._outer = _digest.builtin(inner_pad), _digest.builtin(outer_pad)
+        self._inner_long, self._outer_long = hashlib.sha256(inner_pad), hashlib.sha256(outer_pad)
 
     def mac(self, message: bytes) -> bytes:
-        inner = self._inner.copy()
+        if len(message) <= _digest.SMALL:
+            inner, outer = self._inner.copy(), self._outer.copy()
+        else:
+            inner, outer = self._inner_long.copy(), self._outer_long.copy()
         inner.update(message)
-        outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.digest()
 
@@ -488,7 +495,7 @@ class Verifier(_KeyRing):
         self.check_body(method, len(body))
         message = canonical_tool_call(
             timestamp,  # type: ignore[arg-type]  # checked above
-            method, path_with_query, hashlib.sha256(body).hexdigest(), on_behalf_of, job_id,
+            method, path_with_query, _digest.sha256_hex(body), on_behalf_of, job_id,
         )
         label = self._match(message, signature)  # type: ignore[arg-type]  # checked above
         if label is None:
