@@ -88,7 +88,7 @@ class MariaDBServer:
                      f"--log-error={self.directory / 'server.log'}", "--skip-name-resolve",
                      "--innodb-flush-log-at-trx-commit=2", "--innodb-buffer-pool-size=32M",
                      "--innodb-log-file-size=16M", "--max-connections=120",
-                     "--character-set-server=utf8mb4"]
+                     "--character-set-server=utf8mb4", f"--tmpdir={self.directory / 'tmp'}"]
         if self.user:
             arguments.append(f"--user={self.user}")
         return arguments
@@ -148,10 +148,15 @@ def start_server(directory: Path) -> MariaDBServer:
         raise RuntimeError("mariadbd/mariadb-install-db not found")
     binary, install = found
     user = None
+    # its own temporary directory: the shared /tmp is emptied by other processes (seen once:
+    # install-db's bootstrap lost a temporary table of its own there, and failed)
+    (directory / "tmp").mkdir()
     if os.geteuid() == 0:  # MariaDB refuses to run as root
         user = "mysql"
         shutil.chown(directory, user=user, group=user)
+        shutil.chown(directory / "tmp", user=user, group=user)
     arguments = [str(install), "--no-defaults", f"--datadir={directory / 'data'}",
+                 f"--tmpdir={directory / 'tmp'}",
                  "--auth-root-authentication-method=normal", "--skip-test-db",
                  "--skip-name-resolve"]
     if user:
