@@ -55,8 +55,11 @@ class Gunicorn:
     """One gunicorn master with its workers, on a free loopback port."""
 
     def __init__(self, app_spec: str, *, worker_class: str = "sync", workers: int = 1,
-                 threads: int = 1, env: dict[str, str] | None = None, label: str = "") -> None:
+                 threads: int = 1, env: dict[str, str] | None = None, label: str = "",
+                 cwd: Path | None = None) -> None:
         self.app_spec = app_spec
+        #: the server's working directory, first on its import path (the repository root by default)
+        self.cwd = cwd or ROOT
         self.worker_class = worker_class
         self.workers = workers
         self.threads = threads
@@ -79,7 +82,7 @@ class Gunicorn:
                 argv += ["--worker-tmp-dir", "/dev/shm"]  # as gunicorn's docs advise for containers
             argv.append(self.app_spec)
             with open(self.log, "ab") as log:
-                self.process = subprocess.Popen(argv, cwd=ROOT, env=_env(self.env), stdout=log,
+                self.process = subprocess.Popen(argv, cwd=self.cwd, env=_env(self.env), stdout=log,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             if self._wait_ready():
                 return self
