@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     post = _spec(_apps.POST_TOOL, _apps.POST_ARGS)
     per_block: dict[str, list[float]] = {name: [] for name in sides}
     per_round: dict[str, list[float]] = {name: [] for name in sides}
+    worker: dict[str, list[float]] = {name: [] for name in sides}  # /proc: the whole worker
     gen = LoadGen()
     try:
         for name, srv in sides.items():
@@ -105,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             order = names if r % 2 == 0 else names[::-1]
             spent: dict[str, list[float]] = {name: [] for name in names}
             for name in order + order[::-1]:
+                cpu_before = sides[name].cpu_ns()
                 answer = gen.block(sides[name].port, post, args.calls, concurrency)
+                cpu_after = sides[name].cpu_ns()
+                if cpu_before is not None and cpu_after is not None:
+                    worker[name].append((cpu_after - cpu_before) / 1000 / args.calls)
                 if answer["errors"] or set(answer["statuses"]) != {"200"}:
                     raise SystemExit(f"{name}: {answer['errors']} errors, statuses {answer['statuses']}")
                 timed = _read_time(sides[name])
@@ -124,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nCPU µs per request in the app (median over blocks):")
     for name in names:
         print(f"  {name:5s}  {_spread(per_block[name])}")
-    print("round by round:")
+    if all(worker.values()):
+        print("the whole worker's CPU µs per request (/proc, 10 ms ticks; the server's own work too):")
+        for name in names:
+            print(f"  {name:5s}  {_spread(worker[name])}")
+    print("round by round, in the app:")
     for label, a, b in (("this - other", "this", "other"), ("this - bare ", "this", "bare"),
                         ("other - bare", "other", "bare")):
         print(f"  {label}  {_spread([x - y for x, y in zip(per_round[a], per_round[b])])}")
