@@ -56,14 +56,16 @@ def connection_socket(environ: dict[str, Any]) -> socket.socket | None:
 
 
 class Armed:
-    """One armed deadline; :attr:`fired` tells whether the read side was shut."""
+    """One armed deadline (made by :func:`arm`); :attr:`fired` tells whether the read side was shut."""
 
     __slots__ = ("deadline", "sock", "fired")
 
-    def __init__(self, deadline: float, sock: socket.socket) -> None:
-        self.deadline = deadline
-        self.sock = sock
-        self.fired = False
+    deadline: float  # monotonic
+    sock: socket.socket
+    fired: bool
+
+
+_new_armed = object.__new__
 
 
 class _Watchdog:
@@ -89,13 +91,6 @@ class _Watchdog:
         #: when the thread looks next (monotonic); infinite while it is looking (or not
         #: started), so that a deadline armed meanwhile makes it look again at once
         self._next_look = math.inf
-
-    def add(self, entry: Armed) -> None:
-        if self._thread is None:
-            self._start()
-        self.armed[id(entry)] = entry
-        if entry.deadline < self._next_look:
-            self._wake.set()
 
     def _start(self) -> None:
         with self._lock:
@@ -146,8 +141,18 @@ if hasattr(os, "register_at_fork"):
 
 def arm(sock: socket.socket, seconds: float) -> Armed:
     """Shut the read side of ``sock`` in ``seconds`` unless :func:`disarm` comes first."""
-    entry = Armed(time.monotonic() + seconds, sock)
-    _WATCHDOG.add(entry)
+    # one Python call on every signed request with a body: the entry is made and handed to
+    # the watchdog here, without an __init__ or a method call of their own
+    entry = _new_armed(Armed)
+    entry.deadline = deadline = time.monotonic() + seconds
+    entry.sock = sock
+    entry.fired = False
+    watchdog = _WATCHDOG
+    if watchdog._thread is None:
+        watchdog._start()
+    watchdog.armed[id(entry)] = entry
+    if deadline < watchdog._next_look:
+        watchdog._wake.set()
     return entry
 
 

@@ -473,7 +473,12 @@ class Verifier(_KeyRing):
         """
         if body_length and method in _BODYLESS:
             raise SignatureError("unexpected_body")
-        return self.match(signature, timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id)
+        # match(), without its own call: this runs on every signed request
+        label = self._match(canonical_tool_call(
+            timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id), signature)
+        if label is None:
+            raise _refusal(signature)
+        return label
 
     def verify(
         self,
