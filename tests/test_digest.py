@@ -38,9 +38,11 @@ def test_short_and_long_inputs_hash_like_hashlib(size):
     data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
     assert digest.sha256_hex(data) == hashlib.sha256(data).hexdigest()
     assert digest.sha256_hex(bytearray(data)) == hashlib.sha256(data).hexdigest()
-    state = digest.sha256(data)
-    state.update(b"more")
-    assert state.copy().hexdigest() == hashlib.sha256(data + b"more").hexdigest()
+    state = digest.builtin(data)  # what the HMAC keys hold: copied per message, then fed
+    copy = state.copy()
+    copy.update(b"more")
+    assert copy.hexdigest() == hashlib.sha256(data + b"more").hexdigest()
+    assert state.hexdigest() == hashlib.sha256(data).hexdigest()  # the copy left it as it was
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["SMALL", "HashState", "sha256", "sha256_hex"]
+__all__ = ["SMALL", "HashState", "builtin", "sha256_hex"]
 
 _Input = bytes | bytearray
 
@@ -57,11 +57,6 @@ _openssl: Callable[[_Input], HashState] = hashlib.sha256
 builtin: Callable[[_Input], HashState] = _builtin_sha256() or _openssl
 
 
-def sha256(data: _Input = b"") -> HashState:
-    """A SHA-256 object fed ``data``: Python's own for a short input, else OpenSSL's."""
-    return (builtin if len(data) <= SMALL else _openssl)(data)
-
-
 def sha256_hex(data: _Input) -> str:
-    """The hex SHA-256 of ``data`` (see :func:`sha256`)."""
+    """The hex SHA-256 of ``data``: by Python's own for a short input, else by OpenSSL's."""
     return (builtin if len(data) <= SMALL else _openssl)(data).hexdigest()

@@ -196,8 +196,10 @@ class _Key:
     64-byte block, so their hash states can be computed once per key and
     copied per message: the result is the standard HMAC, at a fraction of
     the cost of setting up a fresh one for every request. A signed string
-    is short, so its states are those of :func:`~bailing_flask.wire.digest.sha256`
-    for short inputs; a longer message (a callback's body) uses OpenSSL's.
+    is short, so its states are Python's own SHA-256
+    (:data:`bailing_flask.wire.digest.builtin`, see that module); a message
+    over :data:`~bailing_flask.wire.digest.SMALL` bytes (a callback's body)
+    uses OpenSSL's.
     """
 
     __slots__ = ("label", "secret", "_inner", "_outer", "_inner_long", "_outer_long")
