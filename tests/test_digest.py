@@ -5,7 +5,7 @@ without OpenSSL's generic digest code is what a server's worker saves per
 call. What must not change is any digest, HMAC or verdict: these tests
 compare both implementations at the size boundary and on the hub's frozen
 vectors, including a Python without its own SHA-256 (a FIPS build may leave
-it out), run for real in a subprocess.
+it out) and one whose OpenSSL runs in FIPS mode, each run in a subprocess.
 """
 
 from __future__ import annotations
@@ -69,10 +69,15 @@ def test_a_long_callback_body_still_verifies():
     assert verify_callback(STRONG_SECRET, str(ts), signature, body, clock=lambda: ts / 1000) == "0"
 
 
-_WITHOUT_BUILTIN = textwrap.dedent("""
-    import sys
-    sys.modules["_sha2"] = None      # importing either now raises ImportError, as on a build
-    sys.modules["_sha256"] = None    # that left Python's own SHA-256 out
+#: what a subprocess sets up before importing the package, to be a Python that must use OpenSSL alone
+_OPENSSL_ONLY = {
+    # importing either module now raises ImportError, as on a build that left Python's own out
+    "without_builtin": 'sys.modules["_sha2"] = None\nsys.modules["_sha256"] = None\n',
+    # OpenSSL in FIPS mode (no machine here runs one): its answer, as _hashlib would give it
+    "fips_mode": "import _hashlib\n_hashlib.get_fips_mode = lambda: 1\n",
+}
+
+_SIGN_AND_VERIFY = textwrap.dedent("""
     import hashlib
     from bailing_flask.wire import Verifier, digest, sign_tool_call
     assert digest.builtin is hashlib.sha256, digest.builtin
@@ -86,8 +91,9 @@ _WITHOUT_BUILTIN = textwrap.dedent("""
 """)
 
 
-def test_a_python_without_its_own_sha256_signs_and_verifies_with_openssl_alone():
-    script = f"SECRET, TS = {HUB_SECRET!r}, {VECTOR_TS}\n" + _WITHOUT_BUILTIN
+@pytest.mark.parametrize("why", sorted(_OPENSSL_ONLY))
+def test_a_python_that_must_use_openssl_signs_and_verifies_with_it_alone(why):
+    script = f"import sys\nSECRET, TS = {HUB_SECRET!r}, {VECTOR_TS}\n" + _OPENSSL_ONLY[why] + _SIGN_AND_VERIFY
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "verified with key 0"

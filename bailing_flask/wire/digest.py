@@ -9,8 +9,9 @@ caches hold other things by the next call. Python's own SHA-256 (the
 that cost about half as much there; OpenSSL stays faster per byte (it uses
 the processor's SHA instructions), so inputs over :data:`SMALL` bytes go to
 it. Both compute the same standard SHA-256: only the time differs. Where
-Python was built without its own (a FIPS build may leave it out), every
-input goes to OpenSSL.
+Python was built without its own (a FIPS build may leave it out), or when
+OpenSSL runs in FIPS mode (a system whose policy requires its validated
+module for every digest), every input goes to OpenSSL.
 """
 
 from __future__ import annotations
@@ -40,8 +41,20 @@ class HashState(Protocol):
     def copy(self) -> HashState: ...
 
 
+def _fips_mode() -> bool:
+    """Whether OpenSSL runs in FIPS mode: then every digest is OpenSSL's (its validated module)."""
+    try:
+        import _hashlib
+    except ImportError:  # a Python without OpenSSL: nothing but the builtin anyway
+        return False
+    get_fips_mode = getattr(_hashlib, "get_fips_mode", None)
+    return bool(get_fips_mode()) if callable(get_fips_mode) else False
+
+
 def _builtin_sha256() -> Callable[[_Input], HashState] | None:
-    """Python's own SHA-256 constructor, if this build has one."""
+    """Python's own SHA-256 constructor, if this build has one and OpenSSL is not in FIPS mode."""
+    if _fips_mode():
+        return None
     for module in ("_sha2", "_sha256"):
         try:
             constructor: Callable[[_Input], HashState] = getattr(importlib.import_module(module), "sha256")
