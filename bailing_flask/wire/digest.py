@@ -66,7 +66,7 @@ def _builtin_sha256() -> Callable[[_Input], HashState] | None:
 
 
 _openssl: Callable[[_Input], HashState] = hashlib.sha256
-#: Python's own SHA-256, or OpenSSL's where the build has none
+#: Python's own SHA-256; OpenSSL's where the build has none or OpenSSL runs in FIPS mode
 builtin: Callable[[_Input], HashState] = _builtin_sha256() or _openssl
 
 
