@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,7 @@ SIZES = (0, 1, 55, 56, 64, digest.SMALL - 1, digest.SMALL, digest.SMALL + 1, 500
 
 
 def test_this_python_has_its_own_sha256():
-    """The machines the package is tested on are not FIPS builds: the fast path is the one tested."""
+    """The machines the package is tested on are not FIPS builds nor in FIPS mode: the fast path is tested."""
     assert digest.builtin is not hashlib.sha256
 
 
@@ -54,7 +55,7 @@ def test_the_precomputed_hmac_is_the_standard_hmac_on_both_sides_of_the_boundary
 
 def test_the_body_reader_hashes_a_small_body_like_hashlib():
     body = b'{"sku":"A-1001","quantity":2}'
-    environ = {"CONTENT_LENGTH": str(len(body)), "wsgi.input": __import__("io").BytesIO(body)}
+    environ = {"CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
     sha, length, stream, spilled = read_body_parts(environ, 1 << 20, 1 << 16)
     assert (sha, length, stream.read(), spilled) == (hashlib.sha256(body).hexdigest(), len(body), body, False)
 
