@@ -457,13 +457,9 @@ class Verifier(_KeyRing):
 
         Call :meth:`check_headers` first.
         """
-        message = canonical_tool_call(
-            timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id
-        )
-        label = self._match(message, signature)
-        if label is None:
-            raise _refusal(signature)
-        return label
+        # no body length: match() checks the signature only (match_read holds the one way)
+        return self.match_read(signature, timestamp, method, path_with_query, body_sha256, 0,
+                               on_behalf_of, job_id)
 
     def match_read(
         self, signature: str, timestamp: str, method: str, path_with_query: str,
@@ -475,7 +471,8 @@ class Verifier(_KeyRing):
         """
         if body_length and method in _BODYLESS:
             raise SignatureError("unexpected_body")
-        # match(), without its own call: this runs on every signed request
+        # the signed string and its match, here rather than in match(): this runs on every
+        # signed request, and match() is the caller that checks no body
         label = self._match(canonical_tool_call(
             timestamp, method, path_with_query, body_sha256, on_behalf_of, job_id), signature)
         if label is None:
@@ -499,15 +496,10 @@ class Verifier(_KeyRing):
             body = _utf8(body)
         method = method.upper()
         self.check_reading(path_with_query, on_behalf_of, method)
-        self.check_body(method, len(body))
-        message = canonical_tool_call(
-            timestamp,  # type: ignore[arg-type]  # checked above
-            method, path_with_query, _digest.sha256_hex(body), on_behalf_of, job_id,
+        return self.match_read(
+            signature, timestamp,  # type: ignore[arg-type]  # checked above
+            method, path_with_query, _digest.sha256_hex(body), len(body), on_behalf_of, job_id,
         )
-        label = self._match(message, signature)  # type: ignore[arg-type]  # checked above
-        if label is None:
-            raise _refusal(signature)  # type: ignore[arg-type]
-        return label
 
 
 class CallbackVerifier(_KeyRing):
