@@ -118,6 +118,16 @@ class AppsOwnArgs(ImmutableMultiDict):
     """An app's own ``parameter_storage_class``: the gate reads it key by key."""
 
 
+def own_args_reader(request_class):
+    """A request class that reads ``request.args`` its own way: the gate asks it, never splits."""
+    werkzeugs = request_class.args
+
+    def args(self):
+        return werkzeugs.__get__(self, type(self))
+
+    return type("Request", (request_class,), {"args": property(args)})
+
+
 def signed_get(app, target):
     headers = signed_headers(STRONG_SECRET, "GET", target, b"", subject="t1:u1")
     return app.test_client().get(target, headers=headers)
@@ -157,16 +167,50 @@ def test_any_query_is_answered_alike_by_werkzeugs_storage_and_an_apps_own(authz_
     # the app's own parameter_storage_class is read key by key, werkzeug's without a call per key:
     # for any query string (repeats, unknown and blank keys, empty values, odd bytes) the answers agree
     target = f"{path}?{'&'.join(pieces)}" if pieces else path
+    # a query with nothing to decode is split by the gate itself, any other read through
+    # request.args: an app's own args reader is always asked, and answers the same
     werkzeugs = authz_app.request_class
     answers = []
-    for request_class in (werkzeugs, type("Request", (werkzeugs,), {"parameter_storage_class": AppsOwnArgs})):
+    for request_class in (werkzeugs, type("Request", (werkzeugs,), {"parameter_storage_class": AppsOwnArgs}),
+                          own_args_reader(werkzeugs)):
         authz_app.request_class = request_class
         try:
             response = signed_get(authz_app, target)
         finally:
             authz_app.request_class = werkzeugs
         answers.append((response.status_code, response.get_json(silent=True)))
-    assert answers[0] == answers[1], target
+    assert answers[0] == answers[1] == answers[2], target
+
+
+@settings(max_examples=400, deadline=None)
+@given(query=st.text(alphabet="ab=&;,.-_~!*'()[]:@/?", max_size=24))
+def test_a_query_with_nothing_to_decode_is_split_as_werkzeug_parses_it(query):
+    from werkzeug.wrappers import Request
+
+    from bailing_flask._pipeline.arguments import _plain_query
+
+    request = Request.from_values(query_string=query)
+    split = _plain_query(request)
+    parsed = request.args  # after the split: it reads request.args only when that is unparsed
+    repeated = any(len(values) > 1 for values in parsed.listvalues())
+    if repeated:
+        assert split is None, query
+    else:
+        assert split == parsed.to_dict(), query
+
+
+def test_the_gate_reads_request_args_once_something_parsed_them(authz_app):
+    seen = []
+
+    @authz_app.before_request
+    def read_args():  # a hook that parsed the query first: the gate reads the same object
+        from flask import request
+        seen.append(request.args.get("page"))
+
+    response = signed_get(authz_app, "/api/orders?keyword=lamp&page=2")
+    assert response.status_code == 200, response.text
+    assert response.json["args"] == {"keyword": "lamp", "page": 2}
+    assert seen == ["2"]
 
 
 # -- a plain model's arguments are read off the instance -------------------------------------------

@@ -130,6 +130,33 @@ def _properties(schema: dict[str, Any] | None) -> dict[str, Any]:
 #: layout), which the query check reads without a Python call per key
 _LIST_PER_KEY = (ImmutableMultiDict, MultiDict)
 _first = operator.itemgetter(0)
+#: werkzeug's own ``Request.args``: an app whose request class keeps it reads the query as
+#: :func:`_plain_query` does
+_WERKZEUG_ARGS = Request.args
+
+
+def _plain_query(request: Request) -> dict[str, str] | None:
+    """The query's values as ``request.args`` would hold them, each sent once, without it.
+
+    Only for a query that has nothing to decode (ASCII, no ``%``, no ``+``),
+    where Werkzeug's parse (``parse_qsl`` keeping blank values) is a split on
+    ``&`` and ``=`` and its MultiDict would cost more than the split. ``None``:
+    read ``request.args`` instead (the app's request class reads the query
+    its own way, something parsed it already, a value needs decoding, or a
+    name is repeated, which the caller refuses by name).
+    """
+    raw = request.query_string  # what request.args parses
+    if (request.__class__.args is not _WERKZEUG_ARGS or "args" in request.__dict__
+            or not raw.isascii() or b"%" in raw or b"+" in raw):
+        return None
+    values: dict[str, str] = {}
+    for pair in raw.decode("ascii").split("&"):
+        if pair:  # parse_qsl skips the empty pieces of "a=1&&b=2"
+            name, _, value = pair.partition("=")  # a bare "flag" is ("flag", "")
+            if name in values:
+                return None
+            values[name] = value
+    return values
 
 
 def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
@@ -140,6 +167,28 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
         if not isinstance(model, type):  # a marshmallow schema
             return model.validate_query({}, ArgumentError)
         return _checked_query(tool, model, {})
+    values = _plain_query(request)
+    if values is None:
+        values = _args_once(request)
+    if model is None:
+        if values:
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in sorted(values)
+            ])
+        return None, {}
+    if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
+        return model.validate_query(values, ArgumentError)
+    if not _allows_extra(model):
+        names = _field_names(model)
+        if not names.issuperset(values):
+            raise ArgumentError("unknown_parameter", [
+                {"parameter": k, "location": "query"} for k in sorted(set(values) - names)
+            ])
+    return _checked_query(tool, model, values)
+
+
+def _args_once(request: Request) -> dict[str, Any]:
+    """``request.args`` as a dict; a parameter sent more than once is refused by name."""
     try:
         args = request.args
     except UnicodeDecodeError:  # raw bytes in the request target, not percent-encoded UTF-8
@@ -160,21 +209,7 @@ def _validate_query(tool: Tool, request: Request) -> tuple[Any, dict[str, Any]]:
              "message": "This parameter was sent more than once."}
             for k in sorted(k for k in args if len(args.getlist(k)) > 1)
         ])
-    if model is None:
-        if values:
-            raise ArgumentError("unknown_parameter", [
-                {"parameter": k, "location": "query"} for k in sorted(values)
-            ])
-        return None, {}
-    if not isinstance(model, type):  # a marshmallow schema: it refuses unknown fields itself
-        return model.validate_query(values, ArgumentError)
-    if not _allows_extra(model):
-        names = _field_names(model)
-        if not names.issuperset(values):
-            raise ArgumentError("unknown_parameter", [
-                {"parameter": k, "location": "query"} for k in sorted(set(values) - names)
-            ])
-    return _checked_query(tool, model, values)
+    return values
 
 
 def _checked_query(
