@@ -19,7 +19,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from bailing_flask.errors import ConfigurationError
 
@@ -86,6 +86,10 @@ def configured_sink(value: Any) -> JsonLinesSink | None:
     )
 
 
+#: what the sink's queue holds: a record, or how to build one (:meth:`JsonLinesSink.emit_later`)
+_Queued: TypeAlias = "dict[str, Any] | tuple[Callable[..., Mapping[str, Any]], tuple[Any, ...]]"
+
+
 class JsonLinesSink:
     """Audit records as JSON lines, written off the request path by a background thread.
 
@@ -116,8 +120,10 @@ class JsonLinesSink:
         :meth:`close` or at exit.
 
     The request thread only appends the record to the queue (and wakes the
-    thread if it sleeps); the thread lets records gather for a few
-    milliseconds, turns them into lines and writes them. In one process the
+    thread if it sleeps), or, when the sink is the record's only reader,
+    what the record holds (:meth:`emit_later`); the thread lets records
+    gather for a few milliseconds, builds those, turns them into lines and
+    writes them. In one process the
     lines keep the order of the records. Several processes appending to one file: each
     batch of whole lines is one ``write`` on a file opened with
     ``O_APPEND``, which a local file system on Linux appends whole, so the
@@ -177,6 +183,19 @@ class JsonLinesSink:
 
     def emit(self, record: Mapping[str, Any]) -> None:
         """Queue one (bounded) record; never blocks, never raises."""
+        # a copy: a receiver of the signal, which gets the record next, may change it
+        self._queue_item(dict(record))
+
+    def emit_later(self, build: Callable[..., Mapping[str, Any]], values: tuple[Any, ...]) -> None:
+        """Queue the record ``build(*values)`` returns, to be built by the sink's thread.
+
+        For the request path when nobody but the sink reads the record:
+        ``values`` are what the record holds, read from the request already
+        (immutable, or copies), and ``build`` makes the bounded record of them.
+        """
+        self._queue_item((build, values))
+
+    def _queue_item(self, item: _Queued) -> None:
         try:
             if self._pid != os.getpid():
                 self._start()
@@ -184,8 +203,7 @@ class JsonLinesSink:
             if self._closed or len(queue) >= self.max_queued:
                 self._drop(1, "the sink is closed" if self._closed else "its queue is full")
                 return
-            # a copy: a receiver of the signal, which gets the record next, may change it
-            queue.append(dict(record))
+            queue.append(item)
             if self._idle:
                 self._wake.set()
         except Exception as exc:  # e.g. no thread could be started: the request goes on
@@ -197,7 +215,7 @@ class JsonLinesSink:
         self.dropped = 0
         #: lines written in this process
         self.written = 0
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[_Queued] = deque()
         self._wake = threading.Event()
         self._idle = False
         self._thread: threading.Thread | None = None
@@ -266,8 +284,17 @@ class JsonLinesSink:
                 lines: list[str] = []
                 size = 0
                 while queue and size < _BATCH_BYTES:
+                    item = queue.popleft()
+                    if isinstance(item, tuple):  # emit_later: the record is built here
+                        try:
+                            record: Mapping[str, Any] = item[0](*item[1])
+                        except Exception as exc:
+                            self._drop(1, f"building a record failed: {type(exc).__name__}")
+                            continue
+                    else:
+                        record = item
                     try:
-                        line = audit_line(queue.popleft())
+                        line = audit_line(record)
                     except (TypeError, ValueError, RecursionError):  # e.g. a circular value
                         self._drop(1, "a record is not JSON")
                         continue

@@ -64,6 +64,7 @@ __all__ = [
     "exception_status",
     "gate_record",
     "emit",
+    "emit_gate_record",
     "signature_refusal",
     "callback_refusal",
 ]
@@ -151,9 +152,13 @@ _second: tuple[int, str] = (0, "")
 
 
 def _now() -> str:
-    """UTC now, ISO 8601 with milliseconds (``2026-05-01T12:00:00.123Z``); the second is formatted once."""
+    """UTC now, ISO 8601 with milliseconds (``2026-05-01T12:00:00.123Z``)."""
+    return _time_text(time.time())
+
+
+def _time_text(now: float) -> str:
+    """The Unix time ``now`` as :func:`_now` writes it; each second is formatted once."""
     global _second
-    now = time.time()
     second = int(now)
     cached = _second
     if cached[0] != second:
@@ -323,18 +328,49 @@ def gate_record(
     """The record of one call that reached the gate (``environ``: the request's, if at hand)."""
     if environ is None:
         environ = request.environ
+    return _gate_fields(*_gate_values(tool, verified, status, duration_ms, reason, call, values,
+                                      error, replayed, response, environ))
+
+
+#: what :func:`_gate_values` takes from the request, in the order :func:`_gate_fields` reads it
+_GateValues = tuple[float, "Tool", "VerifiedCall | None", str, int, "str | None", "str | None",
+                    "float | None", bool, Any, "dict[str, int] | None", Any]
+
+
+def _gate_values(
+    tool: Tool, verified: VerifiedCall | None, status: int, duration_ms: float | None,
+    reason: str | None, call: ToolCall | None, values: bool, error: str | None, replayed: bool,
+    response: dict[str, int] | None, environ: Mapping[str, Any],
+) -> _GateValues:
+    """What a gate record holds, read from the call now (the record itself may be built later).
+
+    Immutable values or copies only: the time, the compiled tool, the verified
+    call, the argument names (or a JSON copy of the values).
+    """
     arguments: Any = None
     if call is not None:
         if values:
             arguments = json.loads(json.dumps(dict(call.args), default=_json_default))
         else:
             arguments = sorted(call.args)
+    return (time.time(), tool, verified,
+            str(environ.get("REQUEST_METHOD", "GET")).upper(),  # what request.method says
+            status, reason, error, duration_ms, replayed, environ.get(APPROVAL_KEY), response,
+            arguments)
+
+
+def _gate_fields(
+    now: float, tool: Tool, verified: VerifiedCall | None, method: str, status: int,
+    reason: str | None, error: str | None, duration_ms: float | None, replayed: bool,
+    approval_id: Any, response: dict[str, int] | None, arguments: Any,
+) -> dict[str, Any]:
+    """The record of :func:`_gate_values` (the fields in :data:`AUDIT_FIELDS` order)."""
     return {
         "event": "tool_call",
-        "time": _now(),
+        "time": _time_text(now),
         "tool": tool.name,
         "scope": tool.scope,
-        "method": str(environ.get("REQUEST_METHOD", "GET")).upper(),  # what request.method says
+        "method": method,
         "path": tool.path,
         "job_id": verified.job_id if verified else None,
         "subject": verified.subject if verified else None,
@@ -346,10 +382,41 @@ def gate_record(
         "error": error,
         "duration_ms": None if duration_ms is None else round(duration_ms, 2),
         "replayed": replayed,
-        "approval_id": environ.get(APPROVAL_KEY),
+        "approval_id": approval_id,
         "response": response,
         "arguments": arguments,
     }
+
+
+def _bounded_gate_fields(*values: Any) -> dict[str, Any]:
+    """:func:`_gate_fields`, bounded as :func:`emit` bounds a record (the sink's thread runs it)."""
+    record = _gate_fields(*values)
+    _bound_record(record)
+    return record
+
+
+def emit_gate_record(
+    state: BailingState, tool: Tool, verified: VerifiedCall | None, status: int,
+    duration_ms: float | None, reason: str | None, call: ToolCall | None, *, values: bool,
+    error: str | None, replayed: bool, response: dict[str, int] | None,
+    environ: Mapping[str, Any], span: Any,
+) -> None:
+    """Hand out the record of a call that reached the gate (someone listens).
+
+    When the direct sink is the only reader, the request only reads what the
+    record holds and queues it: the sink's thread builds, bounds and writes
+    the record, the same line as :func:`gate_record` and :func:`emit` make.
+    """
+    sink = state.audit_sink
+    if (sink is not None and state.caches.get(TELEMETRY) is None and not audit_record.receivers
+            and not (audit_logger.isEnabledFor(logging.INFO) and logger_emits())):
+        sink.emit_later(_bounded_gate_fields, _gate_values(
+            tool, verified, status, duration_ms, reason, call, values, error, replayed, response,
+            environ))
+        return
+    emit(state, gate_record(tool, verified, status, duration_ms, reason, call, values=values,
+                            error=error, replayed=replayed, response=response, environ=environ),
+         span=span)
 
 
 def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate: bool = True) -> None:

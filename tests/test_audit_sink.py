@@ -9,6 +9,7 @@ is counted and reported), and through interpreter exit and ``close()``.
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import logging
@@ -48,8 +49,8 @@ class Note(BaseModel):
 
 def create_app(sink: Any, **config: Any) -> Flask:
     app = Flask("sink_app")
-    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
-                      BAILING_AUDIT_SINK=sink, BAILING_AUDIT_ARGUMENT_VALUES=True, **config)
+    app.config.update({"BAILING_SECRETS": [STRONG_SECRET], "BAILING_STORE": "memory://",
+                       "BAILING_AUDIT_SINK": sink, "BAILING_AUDIT_ARGUMENT_VALUES": True, **config})
     bailing = Bailing(app)
     bailing.authorizer(lambda call: call.subject == "t1:u1")
 
@@ -206,6 +207,71 @@ def test_the_sink_writes_exactly_the_line_the_logger_logs(caplog: pytest.LogCapt
     assert lines == logged
     assert [json.loads(line)["status"] for line in lines] == [201, 201, 422, 403, 500, 404, 401]
     assert not any(brk in line for line in lines for brk in ("\x85", "\u2028", "\u2029"))
+
+
+def _sink_lines(caplog: pytest.LogCaptureFixture, logger_on: bool, values: bool) -> list[dict[str, Any]]:
+    """The sink's records of the same calls, with the audit logger on (so the request builds
+    each record) or off (so the sink alone reads them and its thread builds them)."""
+    caplog.clear()
+    lines: list[str] = []
+    sink = JsonLinesSink(lines.append)
+    app = create_app(sink, PROPAGATE_EXCEPTIONS=False, BAILING_AUDIT_ARGUMENT_VALUES=values)
+    hub = HubSimulator(app, STRONG_SECRET)
+    with caplog.at_level(logging.INFO if logger_on else logging.WARNING, logger="bailing_flask.audit"):
+        assert hub.call("note", {"text": "a\u2028b"}, subject="t1:u1", job_id="j1").status == 201
+        assert hub.call("note", {"text": "x" * 600, "tags": ["t"] * 70}, subject="t1:u1",
+                        job_id="j2").status == 201
+        assert hub.call("note", {"text": 5}, subject="t1:u1", job_id="j3").status == 422
+        assert hub.call("note", {"text": "n"}, subject="t9:u9\x85", job_id="j4").status == 403
+        assert hub.call("boom", subject="t1:u1", job_id="j5").status == 500
+        assert hub.call("missing", subject="t1:u1", job_id="j6").status == 404
+    sink.close()
+    logged = [r for r in caplog.records if r.name == "bailing_flask.audit"]
+    assert len(logged) == (6 if logger_on else 0)
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        assert record.pop("time") and record.pop("duration_ms") is not None
+    return records
+
+
+@pytest.mark.parametrize("values", [False, True], ids=["argument names", "argument values"])
+def test_with_the_sink_alone_its_thread_builds_the_record_the_request_would_have_built(
+    caplog: pytest.LogCaptureFixture, values: bool,
+) -> None:
+    built_by_request = _sink_lines(caplog, logger_on=True, values=values)
+    built_by_sink = _sink_lines(caplog, logger_on=False, values=values)
+    assert [r["job_id"] for r in built_by_sink] == ["j1", "j2", "j3", "j4", "j5", "j6"]
+    assert built_by_sink == built_by_request
+    assert all(len(text) <= LONGEST for record in built_by_sink for text in strings(record))
+
+
+def _unix(stamp: str) -> float:
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def test_a_record_built_by_the_sinks_thread_keeps_the_time_of_the_call() -> None:
+    release = threading.Event()
+    written: list[str] = []
+
+    def slow(line: str) -> None:  # the thread builds and writes records only after this
+        release.wait(60)
+        written.append(line)
+
+    sink = JsonLinesSink(slow)
+    hub = HubSimulator(create_app(sink, BAILING_AUDIT_ARGUMENT_VALUES=False), STRONG_SECRET)
+    before = time.time()
+    assert hub.call("note", {"text": "n"}, subject="t1:u1", job_id="first").status == 201
+    assert hub.call("note", {"text": "n"}, subject="t1:u1", job_id="second").status == 201
+    after = time.time()
+    time.sleep(1.5)  # the second record waits in the queue, unbuilt
+    release.set()
+    sink.close()
+    records = [json.loads(line) for line in written]
+    assert [r["job_id"] for r in records] == ["first", "second"]
+    for record in records:
+        assert before - 0.001 <= _unix(record["time"]) <= after + 0.001, record["time"]
+        assert record["arguments"] == ["tags", "text"]
 
 
 def test_a_full_queue_drops_and_counts_and_the_request_never_waits(

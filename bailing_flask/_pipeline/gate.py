@@ -591,6 +591,6 @@ def _audit(
     if duration_ms is None:
         started = environ.get(audit.STARTED_KEY)
         duration_ms = None if started is None else (time.perf_counter() - started) * 1000
-    record = audit.gate_record(tool, verified, status, duration_ms, reason, call, values=values,
-                               error=error, replayed=replayed, response=projected, environ=environ)
-    audit.emit(state, record, span=span)
+    audit.emit_gate_record(state, tool, verified, status, duration_ms, reason, call, values=values,
+                           error=error, replayed=replayed, response=projected, environ=environ,
+                           span=span)
