@@ -86,7 +86,7 @@ def configured_sink(value: Any) -> JsonLinesSink | None:
     )
 
 
-#: what the sink's queue holds: a record, or how to build one (:meth:`JsonLinesSink.emit_later`)
+#: what the sink's queue holds: a record, or how to build one (:meth:`JsonLinesSink._emit_later`)
 _Queued: TypeAlias = "dict[str, Any] | tuple[Callable[..., Mapping[str, Any]], tuple[Any, ...]]"
 
 
@@ -121,7 +121,7 @@ class JsonLinesSink:
 
     The request thread only appends the record to the queue (and wakes the
     thread if it sleeps), or, when the sink is the record's only reader,
-    what the record holds (:meth:`emit_later`); the thread lets records
+    what the record holds; the thread lets records
     gather for a few milliseconds, builds those, turns them into lines and
     writes them. In one process the
     lines keep the order of the records. Several processes appending to one file: each
@@ -186,7 +186,7 @@ class JsonLinesSink:
         # a copy: a receiver of the signal, which gets the record next, may change it
         self._queue_item(dict(record))
 
-    def emit_later(self, build: Callable[..., Mapping[str, Any]], values: tuple[Any, ...]) -> None:
+    def _emit_later(self, build: Callable[..., Mapping[str, Any]], values: tuple[Any, ...]) -> None:
         """Queue the record ``build(*values)`` returns, to be built by the sink's thread.
 
         For the request path when nobody but the sink reads the record:
@@ -285,7 +285,7 @@ class JsonLinesSink:
                 size = 0
                 while queue and size < _BATCH_BYTES:
                     item = queue.popleft()
-                    if isinstance(item, tuple):  # emit_later: the record is built here
+                    if isinstance(item, tuple):  # _emit_later: the record is built here
                         try:
                             record: Mapping[str, Any] = item[0](*item[1])
                         except Exception as exc:

@@ -64,7 +64,6 @@ __all__ = [
     "exception_status",
     "gate_record",
     "emit",
-    "emit_gate_record",
     "signature_refusal",
     "callback_refusal",
 ]
@@ -410,7 +409,7 @@ def emit_gate_record(
     sink = state.audit_sink
     if (sink is not None and state.caches.get(TELEMETRY) is None and not audit_record.receivers
             and not (audit_logger.isEnabledFor(logging.INFO) and logger_emits())):
-        sink.emit_later(_bounded_gate_fields, _gate_values(
+        sink._emit_later(_bounded_gate_fields, _gate_values(
             tool, verified, status, duration_ms, reason, call, values, error, replayed, response,
             environ))
         return
