@@ -333,7 +333,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     """Decide an uncertain call: answer repeats with a response, or allow a re-run."""
     import time as _time
 
-    from bailing_flask.stores import StoredResponse
+    from bailing_flask.stores import Entry, StoredResponse
 
     store = idempotency_of(_state()).store()
     retention = float(_state().config.idempotency_retention)
@@ -349,22 +349,38 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
             body=body.encode("utf-8"),
         )
     adapter = idempotency_of(_state()).transactional().adapter()
-    recorded = adapter.get(key) if adapter is not None else None
-    entry = recorded if recorded is not None else store.get(key)
+
+    def read() -> tuple[Entry | None, bool]:
+        recorded = adapter.get(key) if adapter is not None else None
+        return (recorded, True) if recorded is not None else (store.get(key), False)
+
+    entry, in_transaction_table = read()
     now = _time.time()
-    if entry is not None and entry.state == "in_progress" and not entry.is_uncertain(now):
+    if entry is None or entry.expires_at <= now:
+        raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
+    if entry.state == "in_progress" and not entry.is_uncertain(now):
         # its worker may still be running it: deciding now would let a repeat run beside it
         raise click.ClickException(
             f"call {key} is still running (its lease ends in {entry.lease_expires_at - now:.0f} s): "
             "resolving it now would let a repeat run beside it; if its worker died, it shows as "
             "uncertain once the lease ends, and can be resolved then")
-    if adapter is not None and recorded is not None:
+    # the decision applies to the entry as read here, checked in the same step as the write: a
+    # worker finishing the call meanwhile (or a new call after it expired) keeps what it wrote
+    if adapter is not None and in_transaction_table:
         resolved = adapter.resolve(key, response=response, note=note, retention_seconds=retention,
-                                   now=now)
+                                   now=now, seen=entry)
     else:
-        resolved = store.resolve(key, response=response, note=note, retention_seconds=retention)
+        resolved = store.resolve(key, response=response, note=note, retention_seconds=retention,
+                                 seen=entry)
     if not resolved:
-        raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
+        now_entry, _ = read()
+        if now_entry is None or now_entry.expires_at <= _time.time():
+            raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
+        state = "uncertain" if now_entry.is_uncertain(_time.time()) else now_entry.state
+        raise click.ClickException(
+            f"call {key} changed while it was being resolved (it is {state} now); nothing was "
+            "changed: look at it again (`flask bailing idempotency list --state all`) and decide "
+            "on it as it is now")
     current_app.logger.warning("bailing: idempotency entry %s resolved (%s): %s", key,
                                "re-run allowed" if rerun else f"answered {status_code}", note)
     click.echo(f"resolved {key}: " + ("the next identical call runs again" if rerun

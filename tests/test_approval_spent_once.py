@@ -354,6 +354,32 @@ def test_a_sqlalchemy_view_that_rolls_back_keeps_the_approval_spent(
     assert rows == [(1,)] and len(spent) == 1 and spent[0][0].startswith("idem:")
 
 
+@pytest.mark.parametrize("backend", ["sqlalchemy", "sqlite3"])
+def test_an_operator_cannot_resolve_away_the_row_of_a_spent_approval(
+    fake_hub: tuple[FakeHub, str], tmp_path: Path, backend: str
+) -> None:
+    """In the transaction mode a spent approval is a row of the call table: ``resolve`` (given its
+    key by hand) finds no call there, so deleting it cannot let the approval run a second call."""
+    path = tmp_path / "app.sqlite3"
+    database = f"sqlite:///{path}" if backend == "sqlalchemy" else str(path)
+    app = create_app(BAILING_HUB_URL=fake_hub[1], BAILING_CLIENT_TOKENS=[CLIENT_TOKEN],
+                     BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                     TXN_BACKEND=backend, TXN_DATABASE=database)
+    hub = linked(HubSimulator(app, STRONG_SECRET), fake_hub[0])
+    job = str(uuid.uuid4())
+    Deployment([hub], fake_hub[0], lambda: 0).approve("transfer_txn", job, 951)
+    approved = hub.build_call("transfer_txn", ARGS, subject=SUBJECT, job_id=job)
+    assert hub.replay(approved).status == 201
+    for decision in (["--rerun"], ["--status", "200"]):
+        result = app.test_cli_runner().invoke(args=[
+            "bailing", "idempotency", "resolve", "approval:951", *decision, "--note", "by hand"])
+        assert result.exit_code == 1 and "no entry 'approval:951'" in result.output
+    spent = approval_app.query(backend, database, "SELECT state FROM bailing_idempotency "
+                               "WHERE call_key = ?", ("approval:951",))
+    assert spent == [("approval",)]
+    assert_used(hub.replay(resigned(STRONG_SECRET, approved, EQUIVALENT[1])), EQUIVALENT[1])
+
+
 def test_a_view_that_commits_by_itself_still_spends_the_approval(
     fake_hub: tuple[FakeHub, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

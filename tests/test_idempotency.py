@@ -305,6 +305,65 @@ def test_cli_resolve_refuses_a_call_that_is_still_running(app, hub, decision):
     assert rows(app) == 0
 
 
+def _finishing_store(kind: str, tmp_path):
+    """A real store whose first read is followed at once by another worker's write: what an
+    operator meets when the slow worker of an uncertain call finishes while they decide."""
+    from bailing_flask.stores import MemoryStore, SQLiteStore
+
+    base = MemoryStore if kind == "memory" else SQLiteStore
+
+    class FinishingStore(base):  # type: ignore[misc,valid-type]
+        after_read = None
+
+        def _get(self, key):
+            entry = super()._get(key)
+            write, self.after_read = self.after_read, None
+            if write is not None:
+                write()
+            return entry
+
+    return FinishingStore() if kind == "memory" else FinishingStore(tmp_path / "idem.sqlite3")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("decision", [["--rerun"], ["--status", "200"]], ids=["rerun", "answer"])
+def test_cli_resolve_keeps_the_answer_of_a_worker_that_finished_while_the_operator_decided(
+        tmp_path, kind, decision):
+    """Read uncertain, completed before the decision lands: a ``--rerun`` would let the call run a
+    second time, an answer would replace the real one. The decision is refused, nothing changes."""
+    from bailing_flask.stores import StoredResponse
+
+    store = _finishing_store(kind, tmp_path)
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=store,
+                     IDEM_DATABASE=str(tmp_path / "business.sqlite3"))
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    key = identity(request, "t1:u1")
+    store.reserve(key, token="slow", lease_seconds=0.1, retention_seconds=60,
+                  meta=EntryMeta(tool="refund_create", job_id=request.headers["X-Bailing-Job-Id"],
+                                 subject="t1:u1"))
+    time.sleep(0.2)  # uncertain: the operator looks it up, and the slow worker completes it
+    answer = StoredResponse(201, (("Content-Type", "application/json"),), b'{"refund_id":7}')
+    store.after_read = lambda: store.complete(key, token="slow", response=answer,
+                                              retention_seconds=60.0)
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", key, *decision, "--note", "looked lost"])
+    assert result.exit_code == 1, result.output
+    assert "changed while it was being resolved (it is completed now)" in result.output
+    entry = store.get(key)
+    assert entry is not None and entry.state == "completed" and entry.response == answer
+    repeat = hub.replay(request)
+    assert repeat.status == 201 and repeat.json() == {"refund_id": 7}
+    assert rows(app) == 0  # the view never ran here: the worker's run is the only one
+
+
+def test_cli_resolve_reports_a_missing_entry_without_writing(app, hub):
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", "idem:" + "0" * 64, "--rerun", "--note", "x"])
+    assert result.exit_code == 1
+    assert "no entry 'idem:" in result.output
+
+
 def test_store_down_refuses_side_effects_but_not_reads(redis_server_factory, tmp_path):
     server = redis_server_factory()
     app = create_app(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE=server.url,

@@ -136,7 +136,11 @@ def _bad_calls(store: IdempotencyStore) -> dict[str, list[Callable[[], object]]]
         "list": [lambda: s.list(state="done"),  # type: ignore[arg-type]
                  lambda: s.list(limit=-1), lambda: s.list(limit=True)],
         "resolve": [lambda: s.resolve("", response=None, note="", retention_seconds=5),
-                    lambda: s.resolve("k", response=None, note="", retention_seconds=0)],
+                    lambda: s.resolve("k", response=None, note="", retention_seconds=0),
+                    lambda: s.resolve("k", response=None, note="", retention_seconds=5,
+                                      seen="k"),  # type: ignore[arg-type]
+                    lambda: s.resolve("k", response=None, note="", retention_seconds=5,
+                                      seen=_entry("other"))],
         "cleanup": [lambda: s.cleanup(limit=-1), lambda: s.cleanup(limit=1.5)],  # type: ignore[arg-type]
         "remember_signature": [lambda: s.remember_signature("", ttl_seconds=5),
                                lambda: s.remember_signature("s", ttl_seconds=True),
@@ -158,6 +162,11 @@ def _bad_calls(store: IdempotencyStore) -> dict[str, list[Callable[[], object]]]
             lambda: s.claim_approved("k", approval_ids=[1], reserve=1,  # type: ignore[arg-type]
                                      **_reservation())],
     }
+
+
+def _entry(key: str) -> Entry:
+    return Entry(key=key, state="in_progress", token="t", created_at=0.0, lease_expires_at=1.0,
+                 expires_at=2.0, meta=META)
 
 
 def _approval() -> ApprovalRecord:

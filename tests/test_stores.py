@@ -414,6 +414,62 @@ def test_resolve_reports_missing_entries(store: IdempotencyStore, clock: Clock) 
     assert not store.resolve("k1", response=OK, note="", retention_seconds=50)
 
 
+def test_resolve_as_seen_keeps_the_answer_of_a_worker_that_finished_meanwhile(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    """The operator decides on the entry they read; the store compares it in the same atomic
+    step as the write. A slow worker that completed the call in between keeps its answer: a
+    ``--rerun`` decided on the uncertain entry would otherwise let the call run twice."""
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 1)
+    seen = store.get("k1")
+    assert seen is not None and seen.is_uncertain(clock())
+    assert complete(store, "k1", "token-a")  # the worker was slow, not dead
+    answer = StoredResponse(200, (), b'{"by":"ops"}')
+    assert not store.resolve("k1", response=None, note="looked lost", retention_seconds=50, seen=seen)
+    assert not store.resolve("k1", response=answer, note="looked lost", retention_seconds=50,
+                             seen=seen)
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed" and entry.response == OK
+    # decided on as it is now, it is settled; an operator still holding the older read is not
+    now_seen = store.get("k1")
+    assert store.resolve("k1", response=answer, note="ledger", retention_seconds=50, seen=now_seen)
+    assert not store.resolve("k1", response=None, note="other operator", retention_seconds=50,
+                             seen=now_seen)
+    entry = store.get("k1")
+    assert entry is not None and entry.response == answer and entry.note == "ledger"
+
+
+def test_resolve_as_seen_never_touches_a_new_call_on_an_expired_key(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a", retention=40)
+    clock.advance(LEASE + 1)
+    seen = store.get("k1")  # uncertain
+    clock.advance(10)  # then its retention ends, and the same call arrives again and runs
+    assert reserve(store, "k1", "token-b").outcome == "reserved"
+    assert not store.resolve("k1", response=None, note="", retention_seconds=50, seen=seen)
+    assert not store.resolve("k1", response=OK, note="", retention_seconds=50, seen=seen)
+    entry = store.get("k1")
+    assert entry is not None and (entry.state, entry.token) == ("in_progress", "token-b")
+
+
+def test_resolve_as_seen_settles_an_entry_that_stayed_as_read(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    reserve(store, "k1", "token-a")
+    reserve(store, "k2", "token-b")
+    clock.advance(LEASE + 1)
+    seen_1, seen_2 = store.get("k1"), store.get("k2")
+    # the worker noting its failure late changes neither the state nor the token
+    assert store.mark_uncertain("k1", token="token-a", note="the view raised")
+    assert store.resolve("k1", response=None, note="not in ledger", retention_seconds=50, seen=seen_1)
+    assert store.get("k1") is None
+    assert store.resolve("k2", response=OK, note="in ledger", retention_seconds=50, seen=seen_2)
+    entry = store.get("k2")
+    assert entry is not None and entry.state == "completed" and entry.response == OK
+
+
 # --- listing and cleanup -----------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +23,7 @@ from flask import Blueprint, Flask, jsonify
 
 from bailing_flask import Bailing, ConfigurationError, ToolDeclarationError, tool, tool_defaults
 from bailing_flask.responses import REPLAY_HEADER
+from bailing_flask.stores import StoredResponse
 from bailing_flask.testing import HubSimulator, signed_headers
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, create_table_sql
 
@@ -197,6 +199,32 @@ def test_a_committed_row_without_an_answer_is_uncertain_and_resolvable(kind, req
     answered = hub.replay(call)
     assert answered.status == 201 and answered.json() == {"ok": True, "refund_id": 1}
     assert rows(app) == 1
+
+
+@pytest.mark.parametrize("kind", ["sqlalchemy-sqlite", "sqlite3"])
+def test_a_decision_on_a_row_that_changed_since_it_was_read_changes_nothing(kind, request, tmp_path):
+    """The operator's decision applies to the row as read (its state and token), in the same
+    statement as the write: a row another operator settled meanwhile is left as it is."""
+    config = backend_config(kind, request, tmp_path)
+    app = create_app(BAILING_SECRETS=[STRONG_SECRET], **config)
+    hub = HubSimulator(app, STRONG_SECRET)
+    call = hub.build_call("refund_create", ARGS, subject="t1:u1")
+    assert hub.replay(call).status == 201
+    with sqlite3.connect(tmp_path / "app.sqlite3") as conn:
+        conn.execute("UPDATE bailing_idempotency SET state = 'running', status = NULL, body = NULL")
+    with app.app_context():
+        adapter = idempotency_of(state_of(app)).transactional().adapter()
+        (seen,) = adapter.list(state="uncertain")
+        answer = StoredResponse(201, (), b'{"refund_id":1}')
+        now = time.time()
+        assert adapter.resolve(seen.key, response=answer, note="first", retention_seconds=60,
+                               now=now, seen=seen)
+        for response in (None, StoredResponse(200, (), b"{}")):  # a second operator's older read
+            assert not adapter.resolve(seen.key, response=response, note="second",
+                                       retention_seconds=60, now=now, seen=seen)
+        settled = adapter.get(seen.key)
+    assert settled is not None and settled.response == answer and settled.note == "first"
+    assert hub.replay(call).json() == {"refund_id": 1}
 
 
 SQLALCHEMY = ["sqlalchemy-sqlite", "sqlalchemy-postgresql"]

@@ -89,16 +89,19 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
+# ARGV: now, 'delete' or 'complete', the state and token the entry must still have ('' and
+# '': any), then for 'complete' the token, expires_at, TTL in ms, status, headers, body, note.
 _RESOLVE = """
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if not exp or tonumber(exp) <= tonumber(ARGV[1]) then return 0 end
+local f = redis.call('HMGET', KEYS[1], 'expires_at', 'state', 'token')
+if not f[1] or tonumber(f[1]) <= tonumber(ARGV[1]) then return 0 end
+if ARGV[3] ~= '' and (f[2] ~= ARGV[3] or f[3] ~= ARGV[4]) then return 0 end
 if ARGV[2] == 'delete' then
   redis.call('DEL', KEYS[1])
   return 1
 end
-redis.call('HSET', KEYS[1], 'state', 'completed', 'token', ARGV[3], 'expires_at', ARGV[4],
-  'status', ARGV[6], 'headers', ARGV[7], 'body', ARGV[8], 'note', ARGV[9])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('HSET', KEYS[1], 'state', 'completed', 'token', ARGV[5], 'expires_at', ARGV[6],
+  'status', ARGV[8], 'headers', ARGV[9], 'body', ARGV[10], 'note', ARGV[11])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
 return 1
 """
 

@@ -93,8 +93,9 @@ class IdempotencyStore(ABC):
     **Writing a store.** Subclass this class and implement, with the same
     arguments as the public method of the same name without the underscore,
     the protected methods ``_reserve``, ``_take_over``, ``_complete``,
-    ``_mark_uncertain``, ``_release``, ``_get``, ``_list``, ``_resolve``,
-    ``_cleanup``, ``_remember_signature``, and the public ``ping`` and
+    ``_mark_uncertain``, ``_release``, ``_get``, ``_list``, ``_resolve``
+    (whose ``seen`` arrives as ``expected``: the ``(state, token)`` to compare
+    in the same atomic step as the write, or ``None``), ``_cleanup``, ``_remember_signature``, and the public ``ping`` and
     ``close``; for approval records also ``_add_approval``,
     ``_record_decision``, ``_get_approval``, ``find_approvals``,
     ``_list_approvals`` and ``_claim_approved``. Each public method of this
@@ -311,6 +312,7 @@ class IdempotencyStore(ABC):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
+        seen: Entry | None = None,
     ) -> bool:
         """Settle an entry by operator decision; ``False`` if there is no live entry.
 
@@ -318,11 +320,25 @@ class IdempotencyStore(ABC):
         response, the note is kept, no worker can overwrite it any more).
         With ``None`` the entry is deleted and the next arrival runs the call
         again; the note is then only as durable as the caller's own log.
+
+        ``seen`` is the entry as the operator read it (:meth:`get`,
+        :meth:`list`): the decision then applies only if the entry is still
+        in that state under that token, checked in the same atomic step as
+        the write. A worker that completed the call meanwhile, a new call
+        that reserved the key after it expired, or another operator's
+        decision leave it untouched (``False``): a decision about an
+        uncertain call never deletes the answer of a call that ran.
         """
         _check_key(key)
+        expected = None
+        if seen is not None:
+            if not isinstance(seen, Entry) or seen.key != key:
+                raise ValueError("seen must be the Entry of this key, as get() or list() read it")
+            expected = (seen.state, seen.token)
         return self._resolve(key, response=response, note=note,
                              retention_seconds=_check_seconds(retention_seconds,
-                                                              "retention_seconds"))
+                                                              "retention_seconds"),
+                             expected=expected)
 
     def cleanup(self, *, limit: int = 1000) -> int:
         """Remove up to ``limit`` dead entries and signature records; returns how many.
@@ -396,8 +412,9 @@ class IdempotencyStore(ABC):
 
     @abstractmethod
     def _resolve(self, key: str, *, response: StoredResponse | None, note: str,
-                 retention_seconds: float) -> bool:
-        """:meth:`resolve`, its arguments checked."""
+                 retention_seconds: float, expected: tuple[EntryState, str] | None) -> bool:
+        """:meth:`resolve`, its arguments checked; ``expected``: ``(state, token)`` the live
+        entry must still have (from ``seen``), or ``None``."""
 
     @abstractmethod
     def _cleanup(self, *, limit: int) -> int:

@@ -23,6 +23,7 @@ from bailing_flask.stores._entries import (
     Clock,
     Entry,
     EntryMeta,
+    EntryState,
     ListState,
     Outcome,
     Reservation,
@@ -229,11 +230,14 @@ class MemoryStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
+        expected: tuple[EntryState, str] | None,
     ) -> bool:
         with self._lock:
             now = self.clock()
             record = self._live(key, now)
             if record is None:
+                return False
+            if expected is not None and (record[_STATE], record[_TOKEN]) != expected:
                 return False
             if response is None:
                 del self._entries[key]

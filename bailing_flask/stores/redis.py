@@ -49,6 +49,7 @@ from bailing_flask.stores._entries import (
     Clock,
     Entry,
     EntryMeta,
+    EntryState,
     ListState,
     Reservation,
     StoredResponse,
@@ -557,15 +558,19 @@ class RedisStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
+        expected: tuple[EntryState, str] | None,
     ) -> bool:
         retention = retention_seconds
         now = self.clock()
+        state, token = expected if expected is not None else ("", "")
         if response is None:
-            args: list[Any] = [_num(now), "delete"]
+            args: list[Any] = [_num(now), "delete", state, token]
         else:
             args = [
                 _num(now),
                 "complete",
+                state,
+                token,
                 RESOLVED_TOKEN,
                 _num(now + retention),
                 _millis(retention),

@@ -40,6 +40,7 @@ from bailing_flask.stores._entries import (
     Clock,
     Entry,
     EntryMeta,
+    EntryState,
     ListState,
     Reservation,
     StoredResponse,
@@ -315,15 +316,21 @@ class SQLStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
+        expected: tuple[EntryState, str] | None,
     ) -> bool:
         statements = self._sql()
+        seen: dict[str, Any] = {"key": self._bin(key)}
+        unchanged = ""  # the entry as the operator saw it, compared in the same statement
+        if expected is not None:
+            unchanged = " AND state = %(seen_state)s AND token = %(seen_token)s"
+            seen.update(seen_state=expected[0], seen_token=self._bin(expected[1]))
         if response is None:
-            return self._count(statements.resolve_delete, {"key": self._bin(key)}) == 1
+            return self._count(statements.resolve_delete + unchanged, seen) == 1
 
         def work(cursor: Any) -> int:
             now = self.clock()
-            cursor.execute(statements.resolve_complete, {
-                "key": self._bin(key), "token": self._bin(RESOLVED_TOKEN),
+            cursor.execute(statements.resolve_complete + unchanged, {
+                **seen, "token": self._bin(RESOLVED_TOKEN),
                 "status": response.status, "headers": _encode_headers(response.headers),
                 "body": response.body, "note": self._bin(note), "now": now,
                 "expires": now + retention_seconds})

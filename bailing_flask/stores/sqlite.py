@@ -52,6 +52,7 @@ from bailing_flask.stores._entries import (
     Clock,
     Entry,
     EntryMeta,
+    EntryState,
     ListState,
     Reservation,
     StoredResponse,
@@ -595,10 +596,12 @@ class SQLiteStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
+        expected: tuple[EntryState, str] | None,
     ) -> bool:
-        with self._errors(), self._write() as conn:
+        with self._errors(), self._write() as conn:  # one write transaction: read and write
             now = self.clock()
-            if self._select(conn, key, now) is None:
+            entry = self._select(conn, key, now)
+            if entry is None or (expected is not None and (entry.state, entry.token) != expected):
                 return False
             if response is None:
                 conn.execute("DELETE FROM bailing_idempotency WHERE key = ?", (key,))

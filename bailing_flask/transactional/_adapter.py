@@ -112,8 +112,11 @@ class TransactionAdapter(ABC):
 
     @abstractmethod
     def resolve(self, key: str, *, response: StoredResponse | None, note: str,
-                retention_seconds: float, now: float) -> bool:
-        """Settle a record by operator decision (``None``: delete it so the call may run)."""
+                retention_seconds: float, now: float, seen: Entry | None = None) -> bool:
+        """Settle a record by operator decision (``None``: delete it so the call may run).
+
+        With ``seen`` (the record as :meth:`get` read it) only while it still has that
+        state and token, in the same statement: see :meth:`IdempotencyStore.resolve`."""
 
     @abstractmethod
     def delete_expired(self, key: str, now: float) -> None:

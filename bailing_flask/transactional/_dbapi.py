@@ -28,7 +28,9 @@ from bailing_flask.transactional._records import (
     _classify,
     _Duplicate,
     _EndedByView,
+    _call_entry,
     _entry,
+    _settled_rows,
     _insert_values,
     _matches,
     _placeholders,
@@ -134,7 +136,7 @@ class DBAPITransaction(TransactionAdapter):
             cursor.execute(self.sql(dialect, f"SELECT {', '.join(_COLUMNS)} FROM {{t}} WHERE call_key = ?"),
                            (key,))
             row = cursor.fetchone()
-        return None if row is None else _entry(tuple(row))
+        return None if row is None else _call_entry(tuple(row))
 
     def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         conn, dialect = self.connection()
@@ -150,18 +152,21 @@ class DBAPITransaction(TransactionAdapter):
         return [entry for entry in (_entry(tuple(row)) for row in rows) if _matches(entry, state)]
 
     def resolve(self, key: str, *, response: StoredResponse | None, note: str,
-                retention_seconds: float, now: float) -> bool:
+                retention_seconds: float, now: float, seen: Entry | None = None) -> bool:
         conn, dialect = self.connection()
+        states, token = _settled_rows(seen)
+        rows = f"state IN ({', '.join('?' * len(states))})" + ("" if token is None else " AND token = ?")
+        values = states if token is None else (*states, token)
         with self._own(conn, dialect) as cursor:
             if response is None:
-                cursor.execute(self.sql(dialect, "DELETE FROM {t} WHERE call_key = ? AND expires_at > ?"),
-                               (key, now))
+                cursor.execute(self.sql(dialect, "DELETE FROM {t} WHERE call_key = ? AND expires_at > ? "
+                                        f"AND {rows}"), (key, now, *values))
             else:
                 cursor.execute(self.sql(dialect, "UPDATE {t} SET state = ?, token = '', status = ?, "
                                         "headers = ?, body = ?, note = ?, expires_at = ? "
-                                        "WHERE call_key = ? AND expires_at > ?"),
+                                        f"WHERE call_key = ? AND expires_at > ? AND {rows}"),
                                (_COMPLETED, response.status, _encode_headers(response.headers),
-                                response.body, note, now + retention_seconds, key, now))
+                                response.body, note, now + retention_seconds, key, now, *values))
             return bool(cursor.rowcount)
 
     def delete_expired(self, key: str, now: float) -> None:

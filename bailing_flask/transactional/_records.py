@@ -219,6 +219,21 @@ def _entry(row: Any) -> Entry:
     )
 
 
+def _call_entry(row: Any) -> Entry | None:
+    """:func:`_entry`, or ``None`` for the row of a spent approval: not a call to show or settle."""
+    entry = _entry(row)
+    return None if entry.key.startswith(_APPROVAL_PREFIX) else entry
+
+
+def _settled_rows(seen: Entry | None) -> tuple[tuple[str, ...], str | None]:
+    """The states and the token of the rows an operator's decision may change: a call's
+    (never a spent approval's), and with ``seen`` only while it still has the state and token
+    it was read with (``None``: any token)."""
+    if seen is None:
+        return (_RUNNING, _COMPLETED), None
+    return (_COMPLETED if seen.state == "completed" else _RUNNING,), seen.token
+
+
 _COLUMNS = ("call_key", "state", "token", "tool", "job_id", "subject", "unsigned_key", "created_at",
             "expires_at", "status", "headers", "body", "note")
 

@@ -30,7 +30,9 @@ from bailing_flask.transactional._records import (
     _classify,
     _Duplicate,
     _EndedByView,
+    _call_entry,
     _entry,
+    _settled_rows,
     _insert_values,
     _matches,
     _parameters,
@@ -164,7 +166,7 @@ class SQLAlchemyTransaction(TransactionAdapter):
     def get(self, key: str) -> Entry | None:
         with self._admin() as connection:
             row = connection.execute(self._select().where(self.table.c.call_key == key)).first()
-        return None if row is None else _entry(row)
+        return None if row is None else _call_entry(row)
 
     def list(self, *, state: ListState | None = None, limit: int = 100) -> list[Entry]:
         table = self.table
@@ -179,11 +181,14 @@ class SQLAlchemyTransaction(TransactionAdapter):
         return [entry for entry in map(_entry, rows) if _matches(entry, state)]
 
     def resolve(self, key: str, *, response: StoredResponse | None, note: str,
-                retention_seconds: float, now: float) -> bool:
+                retention_seconds: float, now: float, seen: Entry | None = None) -> bool:
         from sqlalchemy import delete, update
 
         table = self.table
-        alive = (table.c.call_key == key) & (table.c.expires_at > now)
+        states, token = _settled_rows(seen)
+        alive = (table.c.call_key == key) & (table.c.expires_at > now) & table.c.state.in_(states)
+        if token is not None:
+            alive = alive & (table.c.token == token)
         with self._admin() as connection:
             if response is None:
                 result = connection.execute(delete(table).where(alive))
