@@ -433,6 +433,40 @@ def test_a_blueprint_default_puts_its_write_tools_in_the_transaction_mode(tmp_pa
         "transaction", "replay", "-"]
 
 
+@pytest.mark.parametrize("wrapping", ["wrapt", "__wrapped__"])
+def test_a_wrapped_dbapi_connection_is_still_known_by_its_dialect(tmp_path, wrapping):
+    """OpenTelemetry's DB-API instrumentation hands the app a wrapt proxy of the connection
+    (its class is wrapt's); a wrapper may also name what it wraps as ``__wrapped__``. Either
+    is seen through: the mode runs on the connection, no ``dialect=`` needed."""
+    wrapt = pytest.importorskip("wrapt")  # flask-limiter brings it (through Deprecated)
+
+    class Named:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.__wrapped__ = conn
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.__wrapped__, name)
+
+    conn_path = str(tmp_path / "app.sqlite3")
+    connections: dict[int, Any] = {}
+
+    def get_db() -> Any:
+        ident = threading.get_ident()
+        if ident not in connections:
+            conn = sqlite3.connect(conn_path, isolation_level=None)
+            connections[ident] = wrapt.ObjectProxy(conn) if wrapping == "wrapt" else Named(conn)
+        return connections[ident]
+
+    app, ran = _plain_app(BAILING_TRANSACTION=DBAPITransaction(get_db))
+    hub = HubSimulator(app, STRONG_SECRET)
+    request = hub.build_call("shop_default_mode", {}, subject="t1:u1")
+    assert hub.replay(request).status == 200
+    assert hub.replay(request).headers.get(REPLAY_HEADER) == "true"
+    assert ran == [1]
+    with sqlite3.connect(conn_path) as conn:
+        assert conn.execute("SELECT tool FROM bailing_idempotency").fetchall() == [("shop_default_mode",)]
+
+
 def test_bailing_transactional_is_removed_and_names_repeats_transaction():
     app = Flask("removed")
     app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_TRANSACTIONAL=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,7 +54,10 @@ class DBAPITransaction(TransactionAdapter):
     :param connection: a function returning the connection the current
         request's views use (say, your ``get_db()`` that keeps one in ``g``).
     :param dialect: ``"sqlite"`` or ``"postgresql"``; detected from the
-        connection's driver when left out.
+        connection's driver when left out, also through a proxy that
+        forwards ``__class__`` (wrapt's, as OpenTelemetry's DB-API
+        instrumentation wraps connections) or a wrapper that names the
+        connection as ``__wrapped__``.
     :param table_name: the table's name (default ``bailing_idempotency``).
     :param create_table: create the table on first use if it does not exist.
 
@@ -184,14 +189,32 @@ class DBAPITransaction(TransactionAdapter):
 
 
 def _detect_dialect(conn: Any) -> str:
-    module = type(conn).__module__
-    if module.startswith("sqlite3"):
-        return "sqlite"
-    if module.startswith("psycopg") and not module.startswith("psycopg2"):
-        return "postgresql"
+    """The dialect of a sqlite3 or psycopg 3 connection, also seen through a wrapper.
+
+    A proxy that forwards ``__class__`` (wrapt's, as OpenTelemetry's DB-API
+    instrumentation puts around a connection) passes the ``isinstance``
+    check; a wrapper that names what it wraps as ``__wrapped__`` (the
+    exercise's connection that commits nothing) is looked through.
+    """
+    seen = conn
+    for _ in range(8):
+        if isinstance(seen, sqlite3.Connection):
+            return "sqlite"
+        psycopg = sys.modules.get("psycopg")  # not imported: not one of its connections
+        if psycopg is not None and isinstance(seen, psycopg.Connection):
+            return "postgresql"
+        module = type(seen).__module__
+        if isinstance(module, str) and module.startswith("sqlite3"):
+            return "sqlite"
+        if isinstance(module, str) and module.startswith("psycopg") and not module.startswith("psycopg2"):
+            return "postgresql"
+        seen = getattr(seen, "__wrapped__", None)
+        if seen is None:
+            break
     raise ConfigurationError(
         f"DBAPITransaction supports sqlite3 and psycopg 3 connections, not {type(conn).__module__}."
-        f"{type(conn).__name__}; pass dialect= for a wrapper, or use SQLAlchemyTransaction"
+        f"{type(conn).__name__}; pass dialect= for a wrapper that neither forwards __class__ nor "
+        "names the connection as __wrapped__, or use SQLAlchemyTransaction"
     )
 
 
