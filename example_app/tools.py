@@ -31,7 +31,7 @@ HUB_APPROVAL_LIMIT = 500
 
 api = Blueprint("api", __name__, url_prefix="/api")
 # every tool acts for a user of one tenant: anonymous jobs never see them
-tool_defaults(api, subject_required=True)
+tool_defaults(api, subject_required=True, allow_unsigned=False)
 
 ORDER_ID = Param(
     "order_id", location="path", description="The order's numeric id (order_id in search results)."
@@ -194,7 +194,8 @@ def order_search() -> Any:
 
 
 @api.get("/orders/<int:order_id>")
-@tool(name="order_get", scope="order.read", params=[ORDER_ID], response=OrderView)
+@tool(name="order_get", scope="order.read", params=[ORDER_ID], response=OrderView,
+      examples=[{"order_id": 1001}])
 def order_get(order_id: int) -> Any:
     """Read one order in full.
 
@@ -211,6 +212,7 @@ def order_get(order_id: int) -> Any:
 @tool(
     name="refund_preview", scope="refund.read", body=RefundPreviewBody, readonly=True,
     when_to_use="Check whether an order can be refunded, and by how much, before requesting a refund.",
+    examples=[{"order_id": 1001, "amount": 29.9}],
 )
 def refund_preview() -> Any:
     """Preview a refund without changing anything.
@@ -234,6 +236,7 @@ def refund_preview() -> Any:
     name="refund_request_create", scope="refund.write", body=RefundRequestBody, risk="medium",
     approval_when=[f"amount > {HUB_APPROVAL_LIMIT}"],
     approval_prompt="Refund {amount} on order {order_id}: {reason}",
+    examples=[{"order_id": 1001, "amount": 29.9, "reason": "Left earbud does not charge"}],
     returns="status submitted (ready to execute) or pending_approval (finance must approve first).",
     repeats="transaction",
 )
@@ -276,6 +279,7 @@ def refund_request_create() -> Any:
 @tool(
     name="refund_execute", scope="refund.execute", risk="high", business_approval=True,
     params=[Param("request_id", location="path", description="The refund_request_id to pay out.")],
+    examples=[{"request_id": 1}],
     returns="status executed once the money is sent back to the customer.",
 )
 def refund_execute(request_id: int) -> Any:
@@ -301,6 +305,7 @@ def refund_execute(request_id: int) -> Any:
 @tool(
     name="customer_update_phone", scope="customer.write", body=PhoneBody, sensitive=True,
     params=[Param("customer_id", location="path", description="The customer's numeric id.")],
+    examples=[{"customer_id": 101, "phone": "+86 138 0000 1009"}],
 )
 def customer_update_phone(customer_id: int) -> Any:
     """Change a customer's phone number.

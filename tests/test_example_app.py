@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from typing import Any
 from pathlib import Path
 
@@ -490,6 +491,25 @@ def test_bailing_check_finds_no_errors(app: Flask) -> None:
     result = app.test_cli_runner().invoke(args=["bailing", "check"])
     assert result.exit_code == 0, result.output
     assert "6 tool(s), 0 error(s)" in result.output
+
+
+def test_the_exercise_as_a_demo_user_exercises_every_tool_without_a_warning(
+        app: Flask, database: Path) -> None:
+    """The README's ``check --exercise --subject t1:u1``: each tool's example names a row of
+    tenant t1, so the authorizer admits it; the refund payout gets the exercise's own approval."""
+    def counts() -> dict[str, Any]:
+        with closing(sqlite3.connect(database)) as conn:
+            return {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+                    for table in ("orders", "refund_requests", "customers")}
+
+    before = counts()
+    result = app.test_cli_runner().invoke(
+        args=["bailing", "check", "--exercise", "--subject", "t1:u1"])
+    assert result.exit_code == 0, result.output
+    assert "exercise: 23 passed, 0 warning(s), 0 failed" in result.output, result.output
+    assert "views: order_search as 't1:u1', order_get as 't1:u1', refund_preview as 't1:u1'" \
+        in result.output
+    assert counts() == before  # every write was rolled back
 
 
 @pytest.mark.parametrize(

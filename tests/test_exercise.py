@@ -311,6 +311,8 @@ def test_with_the_transaction_adapter_nothing_the_app_writes_during_the_exercise
     # ... and none of their rows is left
     assert exercise_db_app.rows() == before == {"visits": 0, "users": 1, "charges": 0}
     assert f"sqlite:///{db_file}" in "\n".join(report.plan)
+    # the transaction mode's tool runs on the exercise's uncommitted connection like the others
+    assert one(report, "tool add_credit", "stack").status == "pass", report.render()
     assert any("every write was rolled back" in line for line in report.ran), report.ran
 
 
@@ -346,7 +348,7 @@ def test_the_report_never_says_nothing_ran_when_the_apps_code_ran(db_file):
     ran = "\n".join(report.ran)
     assert "tests.apps.exercise_db_app.create_app.<locals>.log_visit" in ran
     assert "subject loader: " in ran and "subject loader: 0 call(s)" not in ran
-    assert "view stacks (the decorators in front of the view) of: add_note, report" in ran
+    assert "view stacks (the decorators in front of the view) of: add_credit, add_note, report" in ran
     assert "views: report as 't1:alice'" in ran
 
 
@@ -466,3 +468,135 @@ def test_sample_arguments_the_gate_refuses_are_named_and_no_subject_is_asked_for
     assert result.status == "warn"
     assert "(422 invalid_parameter: phone)" in result.summary, result.summary
     assert "--subject does not change them" in result.fix
+
+
+def test_the_exercise_calls_a_tool_with_its_own_first_example():
+    """An id that exists, a value that meets a pattern: the author's example, not a made-up 1."""
+    from pydantic import BaseModel, Field
+
+    from bailing_flask import Bailing, Param, current_call, tool
+
+    class Phone(BaseModel):
+        phone: str = Field(pattern=r"^\+?[0-9]{5,19}$", description="The new number.")
+
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = [STRONG_SECRET]
+    bailing = Bailing(app)
+    bailing.subject_loader(lambda subject: subject)
+    owned = {("t1:alice", 1001)}
+    bailing.authorizer(lambda call: (call.user, call.args.get("order_id")) in owned)
+    seen: list[Any] = []
+
+    @app.put("/orders/<int:order_id>/phone")
+    @tool(scope="phone.write", body=Phone, subject_required=True,
+          examples=[{"order_id": 1001, "phone": "+8613800001001"}])
+    def phone_put(order_id: int) -> Any:
+        """Change the phone number of an order's customer."""
+        return {"ok": True}
+
+    @app.get("/orders/<int:order_id>")
+    @tool(scope="order.read", readonly=True, subject_required=True,
+          params=[Param("order_id", location="path", description="The order's id.")],
+          examples=[{"order_id": 1001}])
+    def order_get(order_id: int) -> Any:
+        """Read one order."""
+        seen.append((order_id, current_call.subject))
+        return {"order_id": order_id}
+
+    report = run_exercise(app, subject="t1:alice")
+    assert one(report, "tool phone_put", "stack").status == "pass"
+    assert one(report, "tool order_get", "subject").status == "pass"
+    assert (1001, "t1:alice") in seen  # the view ran, as the subject, on the example's order
+
+
+def test_the_exercise_takes_a_field_example_where_the_tool_gives_none():
+    from pydantic import BaseModel, Field
+
+    from bailing_flask import Bailing, tool
+
+    class Phone(BaseModel):
+        phone: str = Field(pattern=r"^\+?[0-9]{5,19}$", examples=["+493012345678"])
+
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = [STRONG_SECRET]
+    bailing = Bailing(app)
+    bailing.subject_loader(lambda subject: subject)
+    bailing.authorizer(lambda call: call.user == "t1:alice" and call.body.phone == "+493012345678")
+
+    @app.put("/phone")
+    @tool(scope="phone.write", body=Phone, subject_required=True)
+    def phone_put() -> Any:
+        """Change the phone number."""
+        return {"ok": True}
+
+    assert one(run_exercise(app, subject="t1:alice"), "tool phone_put", "stack").status == "pass"
+
+
+@pytest.mark.parametrize("mode", ["store", "transaction"])
+def test_a_business_approval_tools_decorators_are_exercised_with_the_exercises_own_approval(
+        tmp_path, mode):
+    """Such a tool is admitted only with this business's approval of the exact call: the exercise
+    approves its own request in its throwaway store, so the decorators in front of the view run;
+    no approval reaches the app's store, and the transaction mode's spent-approval row is rolled
+    back with everything else."""
+    import sqlite3
+
+    from flask import g
+
+    from bailing_flask import Bailing, Param, tool
+    from bailing_flask._pipeline.idempotency import idempotency_of
+    from bailing_flask._state import state_of
+    from bailing_flask.transactional import DBAPITransaction
+
+    database = tmp_path / "app.sqlite3"
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
+                      BAILING_HUB_URL="http://127.0.0.1:9", BAILING_CLIENT_TOKENS=["c" * 40])
+
+    def get_db() -> sqlite3.Connection:
+        if "db" not in g:
+            g.db = sqlite3.connect(database)
+        return g.db  # type: ignore[no-any-return]
+
+    @app.teardown_appcontext
+    def close_db(exc: BaseException | None = None) -> None:
+        conn = g.pop("db", None)
+        if conn is not None:
+            conn.close()
+
+    if mode == "transaction":
+        app.config["BAILING_TRANSACTION"] = DBAPITransaction(get_db)
+    bailing = Bailing(app)
+    bailing.subject_loader(lambda subject: subject)
+    bailing.authorizer(lambda call: call.user == "t1:alice")
+    bailing.approval_request(lambda request: None)  # staff decide elsewhere (never asked here)
+    ran: list[str] = []
+
+    def audited(view: Any) -> Any:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ran.append("audited")
+            return view(*args, **kwargs)
+        return wrapper
+
+    @app.post("/payouts/<int:payout_id>")
+    @audited
+    @tool(scope="payout.execute", risk="high", business_approval=True,
+          repeats="transaction" if mode == "transaction" else "replay",
+          params=[Param("payout_id", location="path", description="The payout to send.")],
+          examples=[{"payout_id": 7}])
+    def payout(payout_id: int) -> Any:
+        """Send a payout."""
+        ran.append("view")
+        return {"ok": True}, 201
+
+    result = one(run_exercise(app, subject="t1:alice"), "tool payout", "stack")
+    assert result.status == "pass", result.summary
+    assert "with an approval the exercise gave its own request" in result.summary
+    assert "audited" in ran and "view" not in ran  # the decorators ran, the view did not
+    with app.app_context():
+        store = idempotency_of(state_of(app)).store()
+        assert store.list_approvals() == [] and store.list(state=None) == []
+    if mode == "transaction":
+        with sqlite3.connect(database) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM bailing_idempotency").fetchone() == (0,)

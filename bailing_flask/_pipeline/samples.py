@@ -1,9 +1,12 @@
 """Plausible argument values from a catalog's JSON schemas (for the exercise and the doctor).
 
-Best effort: a value the schema accepts when that is easy to find (the
-first enum value, the lower bound, a well-known format), so that a checker
-can route a request and get past argument validation. Where it is not,
-the gate answers 422, which is still the gate's own answer.
+The tool's own first example (``@tool(examples=[...])``) comes first, then
+a schema's ``example`` (pydantic's ``Field(examples=[...])``): values the
+author chose, such as an id that exists. Otherwise best effort: a value the
+schema accepts when that is easy to find (the first enum value, the lower
+bound, a well-known format), so that a checker can route a request and get
+past argument validation. Where it is not, the gate answers 422, which is
+still the gate's own answer.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ def sample_value(schema: Any, depth: int = 0) -> Any:
     """A value ``schema`` accepts, as far as it is easy to tell."""
     if not isinstance(schema, dict) or depth > 8:
         return "x"
+    if "example" in schema:  # OpenAPI 3.0's keyword, which the catalog gives pydantic's examples
+        return schema["example"]
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return schema["examples"][0]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][0]
     if "default" in schema and schema["default"] is not None:
@@ -71,7 +78,8 @@ def sample_value(schema: Any, depth: int = 0) -> Any:
 
 
 def sample_arguments(operation: dict[str, Any]) -> dict[str, Any]:
-    """Values for an operation's path parameters and required arguments."""
+    """Values for an operation's path parameters and required arguments, and every argument of
+    the tool's first example (``guidance.examples`` of its ``x-agent-capability``)."""
     args: dict[str, Any] = {}
     for parameter in operation.get("parameters") or []:
         if isinstance(parameter, dict) and (parameter.get("required") or parameter.get("in") == "path"):
@@ -79,6 +87,12 @@ def sample_arguments(operation: dict[str, Any]) -> dict[str, Any]:
     body = (((operation.get("requestBody") or {}).get("content") or {}).get("application/json") or {})
     schema = body.get("schema") if isinstance(body, dict) else None
     if isinstance(schema, dict):
-        for name, value in sample_value({**schema, "type": "object"}).items():
+        sampled = sample_value({**schema, "type": "object"})
+        for name, value in (sampled.items() if isinstance(sampled, dict) else ()):
             args.setdefault(name, value)
+    capability = operation.get("x-agent-capability")
+    guidance = capability.get("guidance") if isinstance(capability, dict) else None
+    examples = guidance.get("examples") if isinstance(guidance, dict) else None
+    if isinstance(examples, list) and examples and isinstance(examples[0], dict):
+        args.update(examples[0])
     return args

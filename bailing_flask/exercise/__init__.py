@@ -85,6 +85,7 @@ from bailing_flask._pipeline.samples import sample_arguments
 from bailing_flask.exercise._routes import unroutable_sample
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.exercise._admission import for_this_request, unguarded
+from bailing_flask.exercise._approval import approve_own_request
 from bailing_flask.exercise._database import databases, roll_back_here, rolled_back
 from bailing_flask.exercise._hooks import foreign_hook_fix, https_fix, https_redirect, package_of
 from bailing_flask.exercise._limiter import SECOND_SUBJECT, Bucket, breached, limiter_check, recording
@@ -415,7 +416,11 @@ class _Exercise:
         self.history.append((tool.name, subject, probe))
         # a job id of its own for each check: two checks' requests are never byte-identical
         # (with BAILING_REJECT_REPLAYS the second would be refused as a replay)
-        call = self.hub.build_call(tool.name, args, subject=subject, job_id=f"{self.job}-{mode}")
+        job_id = f"{self.job}-{mode}"
+        if registered is not None and registered.options.business_approval \
+                and subject not in (None, PROBE_SUBJECT):
+            approve_own_request(self.store, tool.name, job_id, subject, args)
+        call = self.hub.build_call(tool.name, args, subject=subject, job_id=job_id)
         return probe, self._send(call.method, call.path_with_query, call.headers, call.body, probe)
 
     def endpoint(self, target: str, send: Callable[[ExerciseProbe], HubResponse],
@@ -536,9 +541,13 @@ class _Exercise:
         if probe.gate == "admitted" and not probe.unguarded:
             self.stacks_ran.add(tool.name)
         if probe.reached_view:
+            registered = self._tool(tool)
+            approved = (" (business_approval: with an approval the exercise gave its own request, in "
+                        "its throwaway store)") if registered is not None \
+                and registered.options.business_approval else ""
             self.add(target, "stack", "pass",
                      f"an admitted call as {subject!r} passes the view's decorators (they ran; the view "
-                     "itself was stopped where it would start)")
+                     f"itself was stopped where it would start){approved}")
             return
         if probe.unguarded:
             self.add(target, "stack", "warn",

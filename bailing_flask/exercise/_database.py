@@ -165,6 +165,11 @@ class _Uncommitted:
     def __init__(self, connection: Any) -> None:
         object.__setattr__(self, "_connection", connection)
 
+    @property
+    def __wrapped__(self) -> Any:
+        """The connection itself (``DBAPITransaction`` reads its dialect from it)."""
+        return self._connection
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._connection, name)
 
@@ -198,6 +203,10 @@ class _DBAPIRollback:
         if not _ROLL_BACK_HERE.get():  # not one of the exercise's requests: the app's own
             return
         try:
+            # the package's own table, as the app's first call creates it (create_table=True):
+            # committed in a transaction of its own, before the request's connection is made
+            # one that commits nothing (else the table is rolled back before the call's insert)
+            self.adapter._ensure_table()
             conn, _ = self.adapter.connection()
         except Exception as exc:  # the app's own code answers for it when it asks
             self.unreachable = f"get_db() raised {type(exc).__name__} in a request"

@@ -102,6 +102,14 @@ def create_app(kind: str = "sqlalchemy", transaction: bool = True,
         """Add a note."""
         return jsonify(ok=True), 201
 
+    if transaction:
+        @app.post("/api/credits")
+        @tool(scope="credit.write", repeats="transaction")
+        def add_credit() -> Any:
+            """Add a credit, recorded in the app's own transaction."""
+            execute("INSERT INTO charges (subject) VALUES (?)", ("credit",))
+            return jsonify(ok=True), 201
+
     return app
 
 
