@@ -147,9 +147,11 @@ def check_command(exercise: bool, subjects: tuple[str, ...], probe_only: bool, h
 
     With --exercise, every tool also gets the hub's request with the probe
     subject __bailing_authz_probe__:nobody, which the gate must refuse, so
-    no view and no side effect runs; then the same request admitted without
-    asking the authorizer, so the view's own decorators run while the view
-    itself is stopped before it starts. Anything that answered instead of
+    no view and no side effect runs; then the same request as the --subject
+    user, through the whole gate (its authorizer included), so the view's
+    own decorators run while the view itself is stopped before it starts.
+    The arguments are each tool's first example (@tool(examples=...)) where
+    it has one. Anything that answered instead of
     the package (a before_request function, Flask-Login, CSRF, a limiter, a
     redirect, a 404, an HTML error page, a cached response, an after_request
     function that rewrote a refusal) is named with a fix, and the exit
