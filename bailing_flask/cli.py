@@ -336,6 +336,7 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     import time as _time
 
     from bailing_flask.stores import Entry, StoredResponse
+    from bailing_flask.stores.base import _takes_keyword
 
     store = idempotency_of(_state()).store()
     retention = float(_state().config.idempotency_retention)
@@ -369,15 +370,17 @@ def idempotency_resolve(key: str, note: str, rerun: bool, status_code: int, body
     # the decision applies to the entry as read here, checked in the same step as the write: a
     # worker finishing the call meanwhile (or a new call after it expired) keeps what it wrote
     if adapter is not None and in_transaction_table:
+        seen = {"seen": entry} if _takes_keyword(type(adapter).resolve, "seen") else {}
         resolved = adapter.resolve(key, response=response, note=note, retention_seconds=retention,
-                                   now=now, seen=entry)
+                                   now=now, **seen)  # an adapter written before seen=: as before
     else:
         resolved = store.resolve(key, response=response, note=note, retention_seconds=retention,
                                  seen=entry)
     if not resolved:
         now_entry, _ = read()
         if now_entry is None or now_entry.expires_at <= _time.time():
-            raise click.ClickException(f"no entry {key!r} (expired, or never recorded)")
+            raise click.ClickException(f"no entry {key!r} any more: it expired, or another "
+                                       "decision deleted it meanwhile; nothing was changed")
         state = "uncertain" if now_entry.is_uncertain(_time.time()) else now_entry.state
         raise click.ClickException(
             f"call {key} changed while it was being resolved (it is {state} now); nothing was "

@@ -70,3 +70,43 @@ def test_write_requests_can_be_turned_off(live_server):
     assert report.check("authz_probe").status == "pass"
     assert run_doctor(base, STRONG_SECRET).check("write_tools").status == "pass"
     assert exercise_apps.RAN == []  # neither run sent anything that ran a view
+
+
+def test_the_write_probes_never_send_the_tools_own_examples(live_server):
+    """An example names a record the author knows exists; a probe that some layer let through to
+    a view would change it. The doctor's probes use made-up values only (the exercise, in process
+    and rolled back, takes the examples)."""
+    from typing import Any
+
+    from flask import Flask, request
+    from pydantic import BaseModel, Field
+
+    from bailing_flask import Bailing, Param, tool
+
+    class Limit(BaseModel):
+        credit: int = Field(ge=1, le=10_000, examples=[2500])
+
+    app = Flask(__name__)
+    app.config["BAILING_SECRETS"] = [STRONG_SECRET]
+    bailing = Bailing(app)
+    bailing.subject_loader(lambda subject: None)
+    bailing.authorizer(lambda call: call.user is not None)
+    seen: list[tuple[str, Any]] = []
+
+    @app.before_request
+    def note_writes() -> None:
+        if request.method == "PUT":
+            seen.append((request.path, request.get_json(silent=True)))
+
+    @app.put("/customers/<int:customer_id>/limit")
+    @tool(scope="customer.write", body=Limit,
+          params=[Param("customer_id", location="path", description="The customer.")],
+          examples=[{"customer_id": 101, "credit": 5000}])
+    def set_limit(customer_id: int) -> Any:
+        """Set a customer's credit limit."""
+        return {"ok": True}
+
+    check = run_doctor(live_server(app), STRONG_SECRET).check("write_tools")
+    assert check.status == "pass", check.detail
+    ((path, body),) = seen
+    assert path == "/customers/0/limit" and body["credit"] == 1  # made up, not 101 or 5000 or 2500

@@ -470,6 +470,31 @@ def test_resolve_as_seen_settles_an_entry_that_stayed_as_read(
     assert entry is not None and entry.state == "completed" and entry.response == OK
 
 
+def test_a_store_whose_resolve_predates_seen_still_resolves(clock: Clock) -> None:
+    """A store written before ``expected`` existed: without ``seen`` nothing changes for it, and
+    with ``seen`` the entry is compared on a read just before its ``_resolve`` (not atomically)."""
+
+    class Older(MemoryStore):
+        def _resolve(self, key: str, *, response: StoredResponse | None, note: str,  # type: ignore[override]
+                     retention_seconds: float) -> bool:
+            return super()._resolve(key, response=response, note=note,
+                                    retention_seconds=retention_seconds)
+
+    store = Older(clock=clock)
+    reserve(store, "k1", "token-a")
+    reserve(store, "k2", "token-b")
+    clock.advance(LEASE + 1)
+    seen_1, seen_2 = store.get("k1"), store.get("k2")
+    assert complete(store, "k1", "token-a")
+    assert not store.resolve("k1", response=None, note="", retention_seconds=50, seen=seen_1)
+    entry = store.get("k1")
+    assert entry is not None and entry.state == "completed"
+    assert store.resolve("k2", response=None, note="", retention_seconds=50, seen=seen_2)
+    assert store.get("k2") is None
+    assert store.resolve("k1", response=None, note="", retention_seconds=50)  # no seen: as before
+    assert store.get("k1") is None
+
+
 # --- listing and cleanup -----------------------------------------------------------
 
 

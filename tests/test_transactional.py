@@ -227,6 +227,38 @@ def test_a_decision_on_a_row_that_changed_since_it_was_read_changes_nothing(kind
     assert hub.replay(call).json() == {"refund_id": 1}
 
 
+def test_an_adapter_whose_resolve_predates_seen_is_still_resolved_by_the_command(tmp_path):
+    """A ``TransactionAdapter`` written before ``seen=``: the command resolves through it as
+    before (the record it read, checked just before), instead of failing on the argument."""
+    path = tmp_path / "app.sqlite3"
+
+    class Older(DBAPITransaction):
+        def resolve(self, key: str, *, response: StoredResponse | None, note: str,  # type: ignore[override]
+                    retention_seconds: float, now: float) -> bool:
+            return super().resolve(key, response=response, note=note,
+                                   retention_seconds=retention_seconds, now=now)
+
+    connections: dict[int, sqlite3.Connection] = {}
+
+    def get_db() -> sqlite3.Connection:
+        ident = threading.get_ident()
+        if ident not in connections:
+            connections[ident] = sqlite3.connect(path, isolation_level=None)
+        return connections[ident]
+
+    app, ran = _plain_app(BAILING_TRANSACTION=Older(get_db))
+    hub = HubSimulator(app, STRONG_SECRET)
+    call = hub.build_call("shop_default_mode", {}, subject="t1:u1")
+    assert hub.replay(call).status == 200
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE bailing_idempotency SET state = 'running', status = NULL, body = NULL")
+        (key,) = conn.execute("SELECT call_key FROM bailing_idempotency").fetchone()
+    resolved = app.test_cli_runner().invoke(
+        args=["bailing", "idempotency", "resolve", key, "--rerun", "--note", "nothing happened"])
+    assert resolved.exit_code == 0, resolved.output
+    assert hub.replay(call).status == 200 and ran == [1, 1]  # it ran again, as decided
+
+
 SQLALCHEMY = ["sqlalchemy-sqlite", "sqlalchemy-postgresql"]
 
 
@@ -465,6 +497,18 @@ def test_a_wrapped_dbapi_connection_is_still_known_by_its_dialect(tmp_path, wrap
     assert ran == [1]
     with sqlite3.connect(conn_path) as conn:
         assert conn.execute("SELECT tool FROM bailing_idempotency").fetchall() == [("shop_default_mode",)]
+
+
+def test_a_wrapper_whose_wrapped_attribute_fails_is_a_configuration_error():
+    from bailing_flask.transactional._dbapi import _detect_dialect
+
+    class Broken:
+        @property
+        def __wrapped__(self) -> Any:
+            raise ValueError("closed")
+
+    with pytest.raises(ConfigurationError, match="pass dialect= for a wrapper"):
+        _detect_dialect(Broken())
 
 
 def test_bailing_transactional_is_removed_and_names_repeats_transaction():

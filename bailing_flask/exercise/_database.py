@@ -198,6 +198,8 @@ class _DBAPIRollback:
     def __init__(self, adapter: DBAPITransaction) -> None:
         self.adapter = adapter
         self.unreachable: str | None = None
+        #: the package's table was created (if missing) by one of the exercise's requests
+        self.made_table = False
 
     def begin(self) -> None:
         if not _ROLL_BACK_HERE.get():  # not one of the exercise's requests: the app's own
@@ -206,7 +208,9 @@ class _DBAPIRollback:
             # the package's own table, as the app's first call creates it (create_table=True):
             # committed in a transaction of its own, before the request's connection is made
             # one that commits nothing (else the table is rolled back before the call's insert)
-            self.adapter._ensure_table()
+            if not self.adapter._created and self.adapter.create_on_first_use:
+                self.adapter._ensure_table()
+                self.made_table = True
             conn, _ = self.adapter.connection()
         except Exception as exc:  # the app's own code answers for it when it asks
             self.unreachable = f"get_db() raised {type(exc).__name__} in a request"
@@ -256,6 +260,10 @@ def _remove(funcs: list[Any], func: Any) -> None:
 
 
 def _note_unreachable(notes: list[str], database: Database, watcher: _DBAPIRollback) -> None:
+    if watcher.made_table:
+        notes.append(f"{database.name}: bailing_flask created its table "
+                     f"{watcher.adapter.table_name} where it was missing, as the app's first "
+                     "tool call does (committed: it is the package's, not the app's data)")
     if watcher.unreachable:
         database.rolled_back = False
         database.why_not = watcher.unreachable

@@ -35,6 +35,7 @@ backend but whose answer was lost can be repeated safely.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import time
 from abc import ABC, abstractmethod
@@ -330,15 +331,20 @@ class IdempotencyStore(ABC):
         uncertain call never deletes the answer of a call that ran.
         """
         _check_key(key)
-        expected = None
-        if seen is not None:
-            if not isinstance(seen, Entry) or seen.key != key:
-                raise ValueError("seen must be the Entry of this key, as get() or list() read it")
-            expected = (seen.state, seen.token)
-        return self._resolve(key, response=response, note=note,
-                             retention_seconds=_check_seconds(retention_seconds,
-                                                              "retention_seconds"),
-                             expected=expected)
+        retention = _check_seconds(retention_seconds, "retention_seconds")
+        if seen is None:
+            return self._resolve(key, response=response, note=note, retention_seconds=retention)
+        if not isinstance(seen, Entry) or seen.key != key:
+            raise ValueError("seen must be the Entry of this key, as get() or list() read it")
+        expected = (seen.state, seen.token)
+        if _takes_keyword(type(self)._resolve, "expected"):
+            return self._resolve(key, response=response, note=note, retention_seconds=retention,
+                                 expected=expected)
+        # a store written before ``expected``: compared on a read just before, not atomically
+        current = self._get(key)
+        if current is None or (current.state, current.token) != expected:
+            return False
+        return self._resolve(key, response=response, note=note, retention_seconds=retention)
 
     def cleanup(self, *, limit: int = 1000) -> int:
         """Remove up to ``limit`` dead entries and signature records; returns how many.
@@ -412,9 +418,10 @@ class IdempotencyStore(ABC):
 
     @abstractmethod
     def _resolve(self, key: str, *, response: StoredResponse | None, note: str,
-                 retention_seconds: float, expected: tuple[EntryState, str] | None) -> bool:
+                 retention_seconds: float, expected: tuple[EntryState, str] | None = None) -> bool:
         """:meth:`resolve`, its arguments checked; ``expected``: ``(state, token)`` the live
-        entry must still have (from ``seen``), or ``None``."""
+        entry must still have (from ``seen``), or ``None``. A store whose ``_resolve`` takes
+        no ``expected`` gets the comparison from a read just before, which is not atomic."""
 
     @abstractmethod
     def _cleanup(self, *, limit: int) -> int:
@@ -568,6 +575,19 @@ _CHECKED["complete_deferred"] = (
 
 
 # --- argument checks ------------------------------------------------------------
+
+
+@functools.cache
+def _takes_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` accepts the keyword argument ``name`` (a method written before the
+    argument existed does not)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _check_key(value: str, name: str = "key") -> str:

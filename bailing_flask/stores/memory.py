@@ -230,7 +230,7 @@ class MemoryStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
-        expected: tuple[EntryState, str] | None,
+        expected: tuple[EntryState, str] | None = None,
     ) -> bool:
         with self._lock:
             now = self.clock()

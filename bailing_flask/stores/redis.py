@@ -558,7 +558,7 @@ class RedisStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
-        expected: tuple[EntryState, str] | None,
+        expected: tuple[EntryState, str] | None = None,
     ) -> bool:
         retention = retention_seconds
         now = self.clock()

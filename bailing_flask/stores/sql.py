@@ -316,7 +316,7 @@ class SQLStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
-        expected: tuple[EntryState, str] | None,
+        expected: tuple[EntryState, str] | None = None,
     ) -> bool:
         statements = self._sql()
         seen: dict[str, Any] = {"key": self._bin(key)}

@@ -596,7 +596,7 @@ class SQLiteStore(IdempotencyStore):
         response: StoredResponse | None,
         note: str,
         retention_seconds: float,
-        expected: tuple[EntryState, str] | None,
+        expected: tuple[EntryState, str] | None = None,
     ) -> bool:
         with self._errors(), self._write() as conn:  # one write transaction: read and write
             now = self.clock()

@@ -208,7 +208,10 @@ def _detect_dialect(conn: Any) -> str:
             return "sqlite"
         if isinstance(module, str) and module.startswith("psycopg") and not module.startswith("psycopg2"):
             return "postgresql"
-        seen = getattr(seen, "__wrapped__", None)
+        try:
+            seen = getattr(seen, "__wrapped__", None)
+        except Exception:  # a wrapper whose __wrapped__ fails names nothing
+            break
         if seen is None:
             break
     raise ConfigurationError(
