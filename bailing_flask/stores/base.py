@@ -95,11 +95,12 @@ class IdempotencyStore(ABC):
     arguments as the public method of the same name without the underscore,
     the protected methods ``_reserve``, ``_take_over``, ``_complete``,
     ``_mark_uncertain``, ``_release``, ``_get``, ``_list``, ``_resolve``
-    (whose ``seen`` arrives as ``expected``: the ``(state, token)`` to compare
-    in the same atomic step as the write, or ``None``), ``_cleanup``, ``_remember_signature``, and the public ``ping`` and
-    ``close``; for approval records also ``_add_approval``,
-    ``_record_decision``, ``_get_approval``, ``find_approvals``,
-    ``_list_approvals`` and ``_claim_approved``. Each public method of this
+    (given ``seen``, it gets ``expected``: the ``(state, token)`` to compare
+    in the same atomic step as the write), ``_cleanup``,
+    ``_remember_signature``, and the public ``ping`` and ``close``; for
+    approval records also ``_add_approval``, ``_record_decision``,
+    ``_get_approval``, ``find_approvals``, ``_list_approvals`` and
+    ``_claim_approved``. Each public method of this
     class checks its arguments, refusing bad ones with :class:`ValueError`,
     and then calls its protected twin with them normalised (keys and tokens
     non-empty ``str``, durations positive finite ``float``, ``limit`` a
