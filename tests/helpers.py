@@ -85,6 +85,27 @@ def raw_request(
         conn.close()
 
 
+def sqlite_in_g(app: Any, path: str | Path) -> Any:
+    """The usual ``get_db()`` of a DB-API app: one ``sqlite3`` connection per app context, kept
+    in ``flask.g`` and closed when the context ends. Installs the teardown; returns ``get_db``."""
+    import sqlite3
+
+    from flask import g
+
+    def get_db() -> sqlite3.Connection:
+        if "db" not in g:
+            g.db = sqlite3.connect(path)
+        return g.db  # type: ignore[no-any-return]
+
+    @app.teardown_appcontext
+    def close_db(exc: BaseException | None = None) -> None:
+        conn = g.pop("db", None)
+        if conn is not None:
+            conn.close()
+
+    return get_db
+
+
 def reconfigure(app: Any, **changes: Any) -> None:
     """Give ``app`` a copy of its configuration with ``changes`` (``Config`` attribute names).
 

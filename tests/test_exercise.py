@@ -24,7 +24,7 @@ from bailing_flask.testing import HubSimulator
 
 from .apps import exercise_apps, exercise_db_app
 from .apps.async_app import create_app as create_async_app
-from .helpers import STRONG_SECRET, flask_command
+from .helpers import STRONG_SECRET, flask_command, sqlite_in_g
 from .apps.legacy_app import create_app, notes
 
 
@@ -545,8 +545,6 @@ def test_a_business_approval_tools_decorators_are_exercised_with_the_exercises_o
     back with everything else."""
     import sqlite3
 
-    from flask import g
-
     from bailing_flask import Bailing, Param, tool
     from bailing_flask._pipeline.idempotency import idempotency_of
     from bailing_flask._state import state_of
@@ -556,20 +554,8 @@ def test_a_business_approval_tools_decorators_are_exercised_with_the_exercises_o
     app = Flask(__name__)
     app.config.update(BAILING_SECRETS=[STRONG_SECRET], BAILING_STORE="memory://",
                       BAILING_HUB_URL="http://127.0.0.1:9", BAILING_CLIENT_TOKENS=["c" * 40])
-
-    def get_db() -> sqlite3.Connection:
-        if "db" not in g:
-            g.db = sqlite3.connect(database)
-        return g.db  # type: ignore[no-any-return]
-
-    @app.teardown_appcontext
-    def close_db(exc: BaseException | None = None) -> None:
-        conn = g.pop("db", None)
-        if conn is not None:
-            conn.close()
-
     if mode == "transaction":
-        app.config["BAILING_TRANSACTION"] = DBAPITransaction(get_db)
+        app.config["BAILING_TRANSACTION"] = DBAPITransaction(sqlite_in_g(app, database))
     bailing = Bailing(app)
     bailing.subject_loader(lambda subject: subject)
     bailing.authorizer(lambda call: call.user == "t1:alice")

@@ -18,11 +18,11 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, g, jsonify, request
+from flask import Flask, jsonify, request
 
 from bailing_flask import Bailing, get_current_call, tool
 
-from ..helpers import STRONG_SECRET
+from ..helpers import STRONG_SECRET, sqlite_in_g
 
 TABLES = ("visits", "users", "charges")
 #: every call of the app's own functions, in this process (the database forgets; this does not)
@@ -133,17 +133,7 @@ def _sqlalchemy(app: Flask, path: str, transaction: bool) -> tuple[Any, Any]:
 def _dbapi(app: Flask, path: str, transaction: bool) -> tuple[Any, Any]:
     from bailing_flask.transactional import DBAPITransaction
 
-    def get_db() -> sqlite3.Connection:
-        if "db" not in g:
-            g.db = sqlite3.connect(path)
-        return g.db  # type: ignore[no-any-return]
-
-    @app.teardown_appcontext
-    def close_db(exc: BaseException | None = None) -> None:
-        conn = g.pop("db", None)
-        if conn is not None:
-            conn.close()
-
+    get_db = sqlite_in_g(app, path)
     if transaction:
         app.config["BAILING_TRANSACTION"] = DBAPITransaction(get_db)
     return (lambda sql, params: get_db().execute(sql, params)), (lambda: get_db().commit())
