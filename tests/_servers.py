@@ -159,6 +159,28 @@ def uwsgi_executable() -> str:
     return found
 
 
+#: the servers running now, and what they print: shown with a test that fails while they run
+_RUNNING: dict[int, tuple[str, subprocess.Popen[bytes], Any]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test shows what its servers printed, and whether one had stopped by itself.
+
+    A server whose worker failed to boot stops whole and resets the
+    connections it held: the test sees only "connection reset by peer".
+    """
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if call.when != "call" or not report.failed:
+        return
+    for what, proc, log in list(_RUNNING.values()):
+        log.seek(0)
+        output = log.read().decode(errors="replace")[-4000:]
+        state = "running" if proc.poll() is None else f"exited by itself with {proc.returncode}"
+        report.sections.append((f"{what} (pid {proc.pid}, {state}) printed", output))
+
+
 @contextmanager
 def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what: str,
                 log_path: Path | None = None) -> Iterator[str]:
@@ -167,10 +189,12 @@ def _subprocess(command: list[str], port: int, env: dict[str, str] | None, what:
     log = open(log_path, "w+b") if log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
     proc = subprocess.Popen(command, env=environment, cwd=str(ROOT),
                             stdout=log, stderr=subprocess.STDOUT)
+    _RUNNING[id(proc)] = (what, proc, log)
     try:
         _wait_for_port(port, proc, what, log)
         yield f"http://127.0.0.1:{port}"
     finally:
+        del _RUNNING[id(proc)]
         proc.terminate()
         try:
             proc.wait(timeout=10)

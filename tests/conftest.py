@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import pytest
 from hypothesis import settings as _hypothesis_settings
 from werkzeug.serving import make_server
 
-from ._servers import START_DEADLINE, answers_http
-from .helpers import STRONG_SECRET, VECTOR_TS, FrozenClock, free_port
+from ._servers import gunicorn_serving
+from .helpers import STRONG_SECRET, VECTOR_TS, FrozenClock
 
 # No per-example deadline: a deadline is a timing assertion, and fails on a busy machine.
 _hypothesis_settings.register_profile("bailing", deadline=None)
@@ -93,61 +94,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def gunicorn():
+def gunicorn() -> Iterator[Callable[..., str]]:
     """Start real gunicorn servers in subprocesses: ``start(app_spec, workers=1, env={})``.
 
     ``app_spec`` is a gunicorn app spec such as ``"tests.apps.idem_app:create_app()"``.
-    Returns the base URL once the port accepts connections; every server is
-    stopped at the end of the test.
+    Returns the base URL once a worker answers HTTP; every server is
+    stopped at the end of the test (see ``tests._servers.gunicorn_serving``).
     """
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    import tempfile
-
-    procs: list[subprocess.Popen] = []
-    logs: list = []
-    root = str(Path(__file__).resolve().parent.parent)
-
-    def start(app_spec: str, workers: int = 1, env: dict[str, str] | None = None) -> str:
-        port = free_port()
-        environment = dict(os.environ, PYTHONPATH=root, **(env or {}))
-        # a file, not a pipe nobody reads: a server that logs a lot would block once it is full
-        log = tempfile.TemporaryFile()
-        logs.append(log)
-        # --timeout: a worker that imports the app slowly on a busy machine is not one that hangs
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-             "--graceful-timeout", "2", "--timeout", "120", app_spec],
-            env=environment, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-        )
-        procs.append(proc)
-        # ready once a worker answers, not when the port accepts (the workers import the app first)
-        deadline = time.monotonic() + START_DEADLINE
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                if not answers_http(port, deadline - time.monotonic()):
-                    raise OSError("no answer yet")
-                return f"http://127.0.0.1:{port}"
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    output = log.read().decode(errors="replace")
-                    raise AssertionError(f"gunicorn did not start: {output[-2000:]}")
-                time.sleep(0.1)
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    for log in logs:
-        log.close()
+    with ExitStack() as stack:
+        yield lambda app_spec, workers=1, env=None: stack.enter_context(
+            gunicorn_serving(app_spec, env, workers))

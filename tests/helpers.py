@@ -11,7 +11,8 @@ import json
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,38 @@ def sqlite_in_g(app: Any, path: str | Path) -> Any:
             conn.close()
 
     return get_db
+
+
+@contextmanager
+def one_process_at_a_time(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<path>.migrate-lock`` for the block, across processes.
+
+    gunicorn workers that start together each create the app's tables; on
+    one SQLite file, one at a time (PostgreSQL takes an advisory lock instead).
+    """
+    import fcntl
+
+    with open(f"{path}.migrate-lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def sqlite_wal(path: str | Path, timeout: float = 30.0) -> Any:
+    """A ``sqlite3`` connection in autocommit mode on ``path``, switched to WAL once.
+
+    SQLite answers a second connection's ``PRAGMA journal_mode=WAL`` with
+    "database is locked" at once, whatever the busy timeout; a worker that
+    gets it while importing the app fails to boot, and gunicorn then stops the
+    whole server, resetting the connections it holds. So the first one to see
+    the file in another mode switches it under :func:`one_process_at_a_time`.
+    """
+    import sqlite3
+
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        with one_process_at_a_time(path):
+            conn.execute("PRAGMA journal_mode=WAL")
+    return conn
 
 
 def reconfigure(app: Any, **changes: Any) -> None:

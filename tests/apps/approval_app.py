@@ -36,6 +36,8 @@ from bailing_flask import Bailing, current_call, tool
 from bailing_flask.hub.payloads import ApprovalRequest
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, create_table_sql
 
+from ..helpers import sqlite_wal
+
 SUBJECT = "t1:alice"
 
 
@@ -49,8 +51,7 @@ class ExportQuery(BaseModel):
 
 
 def _effects(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn: sqlite3.Connection = sqlite_wal(path)
     conn.execute("CREATE TABLE IF NOT EXISTS transfers (id INTEGER PRIMARY KEY, job TEXT, "
                  "amount REAL, recipient TEXT)")
     conn.execute("CREATE TABLE IF NOT EXISTS exports (id INTEGER PRIMARY KEY, job TEXT)")
@@ -126,9 +127,7 @@ def _fail_once(app: Flask) -> bool:
 
 def connect(backend: str, database: str) -> Any:
     if backend == "sqlite3":
-        conn = sqlite3.connect(database, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return sqlite_wal(database)
     import psycopg
 
     return psycopg.connect(database)

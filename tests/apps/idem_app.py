@@ -25,6 +25,8 @@ from pydantic import BaseModel, Field
 
 from bailing_flask import Bailing, current_call, tool
 
+from ..helpers import sqlite_wal
+
 
 class RefundBody(BaseModel):
     order_id: int = Field(description="Order.", ge=1, le=10**9)
@@ -38,8 +40,7 @@ class RefundBody(BaseModel):
 
 
 def _db(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn: sqlite3.Connection = sqlite_wal(path)
     conn.execute("CREATE TABLE IF NOT EXISTS refunds (id INTEGER PRIMARY KEY, order_id INT, "
                  "amount REAL, job TEXT)")
     return conn

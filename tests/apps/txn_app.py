@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +38,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from bailing_flask import Bailing, current_call, tool
 from bailing_flask.transactional import DBAPITransaction, SQLAlchemyTransaction, create_table_sql
+
+from ..helpers import one_process_at_a_time, sqlite_wal
 
 
 class RefundBody(BaseModel):
@@ -101,9 +102,7 @@ def _schema(backend: str) -> list[str]:
 
 def connect(backend: str, database: str, timeout: float = 15) -> Any:
     if backend == "sqlite3":
-        conn = sqlite3.connect(database, timeout=timeout, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return sqlite_wal(database, timeout)
     import psycopg
 
     return psycopg.connect(database)
@@ -221,10 +220,7 @@ def _one_migration_at_a_time(database: str) -> Iterator[None]:
     if not database.startswith("sqlite:///"):
         yield
         return
-    import fcntl
-
-    with open(database[len("sqlite:///"):] + ".migrate-lock", "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with one_process_at_a_time(database[len("sqlite:///"):]):
         yield
 
 
