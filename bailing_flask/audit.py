@@ -418,19 +418,86 @@ def emit_gate_record(
          span=span)
 
 
+def _log_record(line: str, record: dict[str, Any], depth: int = 1) -> logging.LogRecord:
+    """What ``Logger.info`` would hand the handlers, without its look up the stack for the caller.
+
+    The same record from the app's record factory, made as if logged from
+    :func:`emit` (``depth`` frames up).
+    """
+    frame = sys._getframe(depth)
+    code = frame.f_code
+    return audit_logger.makeRecord(AUDIT_LOGGER, logging.INFO, code.co_filename, frame.f_lineno,
+                                   "%s", (line,), None, code.co_name, {"bailing": record}, None)
+
+
+#: handlers whose ``emit`` of a record formatted as its bare message only writes that message
+#: and their terminator to their stream and flushes it (subclasses may do anything)
+_PLAIN_HANDLER_CLASSES = (logging.StreamHandler, logging.FileHandler)
+
+
+def _plain_handlers() -> list[logging.StreamHandler[Any]] | None:
+    """The audit logger's handlers, when all that ``logging`` would do is write the line to each.
+
+    The configuration the operating docs show: ``propagate`` off, no filter,
+    Python's own record factory, and every handler a plain ``StreamHandler``
+    or ``FileHandler`` (open, no filter, taking ``INFO``) whose formatter
+    writes the message alone. Then the line is written to their streams
+    directly: the same bytes, under each handler's lock, without a
+    ``LogRecord`` nobody would read. Anything else, a handler added at run
+    time included, goes through ``logging`` as before (``None``).
+    """
+    logger = audit_logger
+    handlers = logger.handlers
+    if (not handlers or logger.propagate or logger.filters
+            or logging.getLogRecordFactory() is not logging.LogRecord):
+        return None
+    for handler in handlers:
+        cls = handler.__class__
+        if (cls not in _PLAIN_HANDLER_CLASSES or handler.filters or handler.level > logging.INFO
+                or getattr(handler, "stream", None) is None):  # a FileHandler not open yet
+            return None
+        formatter = handler.formatter
+        if formatter is not None and (
+            formatter.__class__ is not logging.Formatter
+            or formatter._fmt != "%(message)s"
+            or formatter._style.__class__ is not logging.PercentStyle
+        ):
+            return None
+    return handlers  # type: ignore[return-value]  # each one's class is checked above
+
+
+def _write_plainly(handlers: list[logging.StreamHandler[Any]], line: str,
+                   record: dict[str, Any]) -> None:
+    """Write ``line`` as each of :func:`_plain_handlers` would, and report a failure as it would.
+
+    A stream that fails to write goes to the handler's ``handleError``
+    (with ``logging.raiseExceptions``, a "--- Logging error ---" on
+    ``stderr``), with the record ``logging`` would have made; the call goes on.
+    """
+    for handler in handlers:
+        with handler.lock:  # type: ignore[union-attr]  # every Handler makes its lock
+            stream = handler.stream
+            try:
+                stream.write(line + handler.terminator)
+                if hasattr(stream, "flush"):
+                    stream.flush()
+            except RecursionError:  # as StreamHandler.emit: never swallowed
+                raise
+            except Exception:
+                handler.handleError(_log_record(line, record, depth=2))
+
+
 def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate: bool = True) -> None:
     """Log, signal and trace one record. Never raises into the request."""
     _bound_record(record)
     if logger_emits():
         line = audit_line(record)
         if audit_logger.__class__ is logging.Logger:
-            # what Logger.info would hand the handlers, without its look up the stack for
-            # the caller (this line): the same record from the same factory, then handle()
-            frame = sys._getframe()
-            code = frame.f_code
-            audit_logger.handle(audit_logger.makeRecord(
-                AUDIT_LOGGER, logging.INFO, code.co_filename, frame.f_lineno, "%s", (line,), None,
-                code.co_name, {"bailing": record}, None))
+            plain = _plain_handlers()
+            if plain is not None:
+                _write_plainly(plain, line, record)
+            else:
+                audit_logger.handle(_log_record(line, record))
         else:  # a logger class of the app's own (logging.setLoggerClass): its info() decides
             audit_logger.info("%s", line, extra={"bailing": record})
     sink = state.audit_sink

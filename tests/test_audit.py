@@ -625,3 +625,178 @@ def test_an_apps_own_logger_class_gets_the_audit_line_through_its_info(
     finally:
         quiet_audit_logger.__class__ = logging.Logger
     assert len(called) == 1 and [r.getMessage() for r in kept.taken] == called
+
+
+# --- the configuration the docs show: the line goes straight to the handler's stream ----------
+#
+# With propagate off, no filter, Python's record factory, and plain StreamHandler or
+# FileHandler handlers whose formatter writes the message alone, all ``logging`` would do is
+# write the line and a line break under each handler's lock; the package does that itself,
+# without a LogRecord nobody could read. Every other configuration goes through ``logging``.
+
+
+def _message_only(handler: logging.Handler) -> logging.Handler:
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    return handler
+
+
+def _documented(logger: logging.Logger, *handlers: logging.Handler) -> None:
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.handlers[:] = list(handlers)
+
+
+def _call_every_kind(hub: HubSimulator) -> None:
+    """A call that runs, one that raises, one whose signature is refused."""
+    hub.call("ok", subject="t1:u1")
+    hub.call("note", {"text": "a note"}, subject="t1:u1")
+    hub.call("boom", subject="t1:u1")
+    request = hub.build_call("ok", subject="t1:u1")
+    hub.replay(resigned_wrong(request))
+
+
+def resigned_wrong(request: Any) -> Any:
+    headers = dict(request.headers, **{"X-Bailing-Signature": "0" * 64})
+    return type(request)(request.method, request.path_with_query, headers, request.body)
+
+
+def test_the_documented_handlers_get_each_line_as_logging_writes_it(
+    app: Flask, hub: HubSimulator, records: list[dict[str, Any]],
+    quiet_audit_logger: logging.Logger, tmp_path: Any,
+) -> None:
+    import io
+
+    buffer = io.StringIO()
+    path = tmp_path / "audit.jsonl"
+    file = logging.FileHandler(path, encoding="utf-8")  # no formatter: the message alone too
+    _documented(quiet_audit_logger, _message_only(logging.StreamHandler(buffer)), file)
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    try:
+        _call_every_kind(hub)
+    finally:
+        file.close()
+    expected = "".join(audit_module.audit_line(record) + "\n" for record in records)
+    assert [r["event"] for r in records] == ["tool_call"] * 3 + ["signature_refused"]
+    assert buffer.getvalue() == expected
+    assert path.read_text(encoding="utf-8") == expected
+
+
+@pytest.mark.parametrize("otherwise", ["logger filter", "handler filter", "handler subclass",
+                                       "formatter", "propagation", "record factory"])
+def test_any_other_configuration_hands_logging_the_record(
+    hub: HubSimulator, quiet_audit_logger: logging.Logger, otherwise: str,
+) -> None:
+    import io
+
+    seen: list[logging.LogRecord] = []
+
+    def look(record: logging.LogRecord) -> bool:
+        if record.name == "bailing_flask.audit":  # not the package's other warnings
+            seen.append(record)
+        return True
+
+    class Counting(logging.StreamHandler):  # type: ignore[type-arg]
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+            super().emit(record)
+
+    buffer = io.StringIO()
+    handler = _message_only(
+        Counting(buffer) if otherwise == "handler subclass" else logging.StreamHandler(buffer))
+    _documented(quiet_audit_logger, handler)
+    parent = logging.getLogger("bailing_flask")
+    saved = (parent.handlers[:], logging.getLogRecordFactory())
+    made = saved[1]
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        look(record)
+        return record
+
+    if otherwise == "logger filter":
+        quiet_audit_logger.addFilter(look)
+    elif otherwise == "handler filter":
+        handler.addFilter(look)
+    elif otherwise == "formatter":
+        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    elif otherwise == "propagation":
+        quiet_audit_logger.propagate = True
+        above = logging.StreamHandler(io.StringIO())
+        above.addFilter(look)
+        parent.addHandler(above)
+    elif otherwise == "record factory":
+        logging.setLogRecordFactory(factory)
+    try:
+        hub.call("ok", subject="t1:u1")
+    finally:
+        parent.handlers[:] = saved[0]
+        logging.setLogRecordFactory(saved[1])
+    (line,) = buffer.getvalue().splitlines()
+    assert line.startswith("INFO {") if otherwise == "formatter" else line.startswith("{")
+    if otherwise != "formatter":
+        (record,) = seen
+        assert record.bailing["tool"] == "ok" and record.getMessage() == line  # type: ignore[attr-defined]
+
+
+class _FailingStream:
+    def write(self, text: str) -> int:
+        raise OSError("disk full")
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_stream_that_fails_is_reported_as_logging_reports_it_and_the_call_goes_on(
+    hub: HubSimulator, records: list[dict[str, Any]], quiet_audit_logger: logging.Logger,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    _documented(quiet_audit_logger, _message_only(logging.StreamHandler(_FailingStream())))
+    assert hub.call("ok", subject="t1:u1").status == 200
+    assert hub.call("ok", subject="t1:u1").status == 200
+    errors = capsys.readouterr().err
+    assert errors.count("--- Logging error ---") == 2 and "OSError: disk full" in errors
+    assert "Message: '%s'" in errors and "audit.py" in errors  # the record logging would have made
+    assert len(records) == 2
+
+
+def test_a_delayed_file_handler_opens_its_file_with_the_first_record(
+    hub: HubSimulator, quiet_audit_logger: logging.Logger, tmp_path: Any,
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    file = _message_only(logging.FileHandler(path, delay=True))
+    _documented(quiet_audit_logger, file)
+    assert not path.exists()
+    try:
+        hub.call("ok", subject="t1:u1")
+        hub.call("ok", subject="t1:u1")
+    finally:
+        file.close()
+    assert [json.loads(line)["tool"] for line in path.read_text().splitlines()] == ["ok", "ok"]
+
+
+def test_lines_written_from_many_threads_at_once_stay_whole(
+    hub: HubSimulator, quiet_audit_logger: logging.Logger, tmp_path: Any,
+) -> None:
+    import threading
+
+    path = tmp_path / "audit.jsonl"
+    file = _message_only(logging.FileHandler(path))
+    _documented(quiet_audit_logger, file)
+    start = threading.Barrier(8)
+
+    def calls() -> None:
+        start.wait(timeout=30)
+        for _ in range(25):
+            hub.call("note", {"text": "x" * 2000}, subject="t1:u1")
+
+    threads = [threading.Thread(target=calls) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        file.close()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 200 and all(json.loads(line)["tool"] == "note" for line in lines)
