@@ -331,6 +331,25 @@ def test_close_writes_what_is_queued_and_later_records_are_counted(tmp_path: Pat
     assert path.read_text().count("\n") == 50
 
 
+def test_a_record_that_is_not_json_is_dropped_and_counted_and_the_next_one_written(
+    tmp_path: Path,
+) -> None:
+    """A record of the app's own handed to the sink: a circular one, one nested past the
+    interpreter's recursion limit. Neither stops the thread; both are counted."""
+    path = tmp_path / "audit.jsonl"
+    sink = JsonLinesSink(path)
+    circular: dict[str, Any] = {"event": "mine"}
+    circular["self"] = circular
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    for record in (circular, {"event": "deep", "value": deep}, {"event": "fine"}):
+        sink.emit(record)
+    sink.close()
+    assert path.read_text() == '{"event":"fine"}\n'
+    assert (sink.written, sink.dropped) == (1, 2)
+
+
 _AT_EXIT = """
 import sys
 from tests.test_audit_sink import create_app
