@@ -48,13 +48,15 @@ def _escape_break(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-#: ``json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)``
-#: without the look for circular references on every container: a third of the encoding's
-#: cost. A record the package builds holds copies made from JSON (argument values) and plain
-#: values; a circular one (a record of an app's own, handed to a sink) still fails, as
-#: ``RecursionError`` instead of ``ValueError``, which the sink counts as a dropped record.
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default,
-                           check_circular=False).encode
+#: ``json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)``,
+#: the encoder made once
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
+#: the same without the look for circular references on every container (a third of the
+#: encoding's cost), for records the package built and bounded only (:func:`_built_line`): a
+#: circular value would recurse to the interpreter's limit instead of failing at once, which
+#: overflows a small thread stack on Python 3.12 and later
+_encode_built = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default,
+                                 check_circular=False).encode
 
 
 def audit_line(record: Mapping[str, Any]) -> str:
@@ -67,6 +69,18 @@ def audit_line(record: Mapping[str, Any]) -> str:
     same record.
     """
     text = _encode(record)
+    if not text.isascii():
+        text = _RAW_BREAKS.sub(_escape_break, text)
+    return text
+
+
+def _built_line(record: Mapping[str, Any]) -> str:
+    """:func:`audit_line` of a record the package built and bounded, which holds no cycle.
+
+    Its dicts and lists are new copies (argument values copied from JSON,
+    the rest copied by the bounding), so the look for a cycle is left out.
+    """
+    text = _encode_built(record)
     if not text.isascii():
         text = _RAW_BREAKS.sub(_escape_break, text)
     return text
@@ -296,17 +310,16 @@ class JsonLinesSink:
                     item = queue.popleft()
                     if isinstance(item, tuple):  # _emit_later: the record is built here
                         try:
-                            record: Mapping[str, Any] = item[0](*item[1])
+                            line = _built_line(item[0](*item[1]))
                         except Exception as exc:
                             self._drop(1, f"building a record failed: {type(exc).__name__}")
                             continue
                     else:
-                        record = item
-                    try:
-                        line = audit_line(record)
-                    except (TypeError, ValueError, RecursionError):  # e.g. a circular value
-                        self._drop(1, "a record is not JSON")
-                        continue
+                        try:  # a record handed to emit() may be anything
+                            line = audit_line(item)
+                        except (TypeError, ValueError, RecursionError):  # e.g. a circular value
+                            self._drop(1, "a record is not JSON")
+                            continue
                     lines.append(line)
                     size += len(line) + 1
                 if lines:

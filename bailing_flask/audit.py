@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flask import current_app, request
 from werkzeug.exceptions import HTTPException
 
-from bailing_flask._audit_sink import JsonLinesSink, _json_default, audit_line, configured_sink
+from bailing_flask._audit_sink import (JsonLinesSink, _built_line, _json_default, audit_line,
+                                       configured_sink)
 from bailing_flask.signals import audit_record, signature_refused
 from bailing_flask._pipeline.registry import registry_of
 from bailing_flask._state import BailingState, Cache
@@ -435,7 +436,7 @@ def _log_record(line: str, record: dict[str, Any], depth: int = 1) -> logging.Lo
 _PLAIN_HANDLER_CLASSES = (logging.StreamHandler, logging.FileHandler)
 
 
-def _plain_handlers() -> list[logging.StreamHandler[Any]] | None:
+def _plain_handlers() -> tuple[logging.StreamHandler[Any], ...] | None:
     """The audit logger's handlers, when all that ``logging`` would do is write the line to each.
 
     The configuration the operating docs show: ``propagate`` off, no filter,
@@ -443,8 +444,10 @@ def _plain_handlers() -> list[logging.StreamHandler[Any]] | None:
     or ``FileHandler`` (open, no filter, taking ``INFO``) whose formatter
     writes the message alone. Then the line is written to their streams
     directly: the same bytes, under each handler's lock, without a
-    ``LogRecord`` nobody would read. Anything else, a handler added at run
-    time included, goes through ``logging`` as before (``None``).
+    ``LogRecord`` nobody would read. Anything else goes through ``logging``
+    as before (``None``). The handlers are returned as they are now: one
+    added, removed or closed meanwhile by another thread counts from the
+    next record, as once ``logging`` has begun handing a record out.
     """
     logger = audit_logger
     handlers = logger.handlers
@@ -463,20 +466,25 @@ def _plain_handlers() -> list[logging.StreamHandler[Any]] | None:
             or formatter._style.__class__ is not logging.PercentStyle
         ):
             return None
-    return handlers  # type: ignore[return-value]  # each one's class is checked above
+    return tuple(handlers)  # type: ignore[arg-type]  # each one's class is checked above
 
 
-def _write_plainly(handlers: list[logging.StreamHandler[Any]], line: str,
+def _write_plainly(handlers: tuple[logging.StreamHandler[Any], ...], line: str,
                    record: dict[str, Any]) -> None:
     """Write ``line`` as each of :func:`_plain_handlers` would, and report a failure as it would.
 
     A stream that fails to write goes to the handler's ``handleError``
     (with ``logging.raiseExceptions``, a "--- Logging error ---" on
     ``stderr``), with the record ``logging`` would have made; the call goes on.
+    A handler closed since it was looked at gets that record through its own
+    ``emit`` (a ``FileHandler`` opens its file again).
     """
     for handler in handlers:
         with handler.lock:  # type: ignore[union-attr]  # every Handler makes its lock
             stream = handler.stream
+            if stream is None:  # closed meanwhile, by another thread
+                handler.emit(_log_record(line, record, depth=2))
+                continue
             try:
                 stream.write(line + handler.terminator)
                 if hasattr(stream, "flush"):
@@ -491,7 +499,7 @@ def emit(state: BailingState, record: dict[str, Any], *, span: Any = None, gate:
     """Log, signal and trace one record. Never raises into the request."""
     _bound_record(record)
     if logger_emits():
-        line = audit_line(record)
+        line = _built_line(record)  # bounded: every dict and list in it is a new copy
         if audit_logger.__class__ is logging.Logger:
             plain = _plain_handlers()
             if plain is not None:

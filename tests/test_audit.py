@@ -308,11 +308,13 @@ def test_no_record_is_built_when_nobody_reads_them(
 def quiet_audit_logger() -> Iterator[logging.Logger]:
     """The audit logger as an app leaves it, restored afterwards."""
     audit_logger = logging.getLogger("bailing_flask.audit")
-    saved = (audit_logger.level, audit_logger.propagate, list(audit_logger.handlers))
+    saved = (audit_logger.level, audit_logger.propagate, list(audit_logger.handlers),
+             list(audit_logger.filters))
     yield audit_logger
     audit_logger.setLevel(saved[0])
     audit_logger.propagate = saved[1]
     audit_logger.handlers[:] = saved[2]
+    audit_logger.filters[:] = saved[3]
 
 
 def test_with_nobody_listening_not_one_field_of_a_record_is_built(
@@ -660,9 +662,17 @@ def resigned_wrong(request: Any) -> Any:
     return type(request)(request.method, request.path_with_query, headers, request.body)
 
 
+def _no_log_record(monkeypatch: pytest.MonkeyPatch, logger: logging.Logger) -> None:
+    """From now on, the package making a ``LogRecord`` for ``logger`` fails the call."""
+    def refuse(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        raise AssertionError("a LogRecord was made for the documented configuration")
+
+    monkeypatch.setattr(logger, "makeRecord", refuse)
+
+
 def test_the_documented_handlers_get_each_line_as_logging_writes_it(
     app: Flask, hub: HubSimulator, records: list[dict[str, Any]],
-    quiet_audit_logger: logging.Logger, tmp_path: Any,
+    quiet_audit_logger: logging.Logger, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import io
 
@@ -670,19 +680,22 @@ def test_the_documented_handlers_get_each_line_as_logging_writes_it(
     path = tmp_path / "audit.jsonl"
     file = logging.FileHandler(path, encoding="utf-8")  # no formatter: the message alone too
     _documented(quiet_audit_logger, _message_only(logging.StreamHandler(buffer)), file)
+    _no_log_record(monkeypatch, quiet_audit_logger)
     app.config["PROPAGATE_EXCEPTIONS"] = False
     try:
         _call_every_kind(hub)
+        written = path.read_text(encoding="utf-8")  # as a log shipper tailing it reads it
     finally:
         file.close()
     expected = "".join(audit_module.audit_line(record) + "\n" for record in records)
     assert [r["event"] for r in records] == ["tool_call"] * 3 + ["signature_refused"]
     assert buffer.getvalue() == expected
-    assert path.read_text(encoding="utf-8") == expected
+    assert written == expected
 
 
 @pytest.mark.parametrize("otherwise", ["logger filter", "handler filter", "handler subclass",
-                                       "formatter", "propagation", "record factory"])
+                                       "formatter", "propagation", "record factory",
+                                       "a handler above INFO"])
 def test_any_other_configuration_hands_logging_the_record(
     hub: HubSimulator, quiet_audit_logger: logging.Logger, otherwise: str,
 ) -> None:
@@ -726,6 +739,10 @@ def test_any_other_configuration_hands_logging_the_record(
         parent.addHandler(above)
     elif otherwise == "record factory":
         logging.setLogRecordFactory(factory)
+    elif otherwise == "a handler above INFO":  # logging skips it; the plain one still writes
+        skipping = _message_only(logging.StreamHandler(io.StringIO()))
+        skipping.setLevel(logging.WARNING)
+        quiet_audit_logger.addHandler(skipping)
     try:
         hub.call("ok", subject="t1:u1")
     finally:
@@ -733,7 +750,9 @@ def test_any_other_configuration_hands_logging_the_record(
         logging.setLogRecordFactory(saved[1])
     (line,) = buffer.getvalue().splitlines()
     assert line.startswith("INFO {") if otherwise == "formatter" else line.startswith("{")
-    if otherwise != "formatter":
+    if otherwise == "a handler above INFO":
+        assert skipping.stream.getvalue() == ""  # type: ignore[attr-defined]
+    elif otherwise != "formatter":
         (record,) = seen
         assert record.bailing["tool"] == "ok" and record.getMessage() == line  # type: ignore[attr-defined]
 
@@ -760,6 +779,42 @@ def test_a_stream_that_fails_is_reported_as_logging_reports_it_and_the_call_goes
     assert len(records) == 2
 
 
+def test_handlers_changed_by_another_thread_while_a_line_is_written_are_handled_as_logging_would(
+    hub: HubSimulator, quiet_audit_logger: logging.Logger, tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the look at the handlers and the write, another thread closes the file handler
+    and adds handlers the line must not reach: a ``NullHandler``, one above ``INFO``. The line
+    goes to the handlers looked at (the closed file opens again, as ``FileHandler.emit`` does),
+    the new ones count from the next record, and the call is answered."""
+    import io
+
+    path = tmp_path / "audit.jsonl"
+    file = _message_only(logging.FileHandler(path))
+    buffer = io.StringIO()
+    _documented(quiet_audit_logger, file, _message_only(logging.StreamHandler(buffer)))
+    above = _message_only(logging.StreamHandler(io.StringIO()))
+    above.setLevel(logging.WARNING)
+    looked = audit_module._plain_handlers
+
+    def meanwhile() -> Any:
+        handlers = looked()
+        monkeypatch.setattr(audit_module, "_plain_handlers", looked)  # once
+        file.close()
+        quiet_audit_logger.addHandler(logging.NullHandler())
+        quiet_audit_logger.addHandler(above)
+        return handlers
+
+    monkeypatch.setattr(audit_module, "_plain_handlers", meanwhile)
+    try:
+        assert hub.call("ok", subject="t1:u1").status == 200
+        assert hub.call("ok", subject="t1:u1").status == 200  # through logging: a NullHandler
+    finally:
+        file.close()
+    assert len(path.read_text().splitlines()) == 2
+    assert len(buffer.getvalue().splitlines()) == 2 and above.stream.getvalue() == ""
+
+
 def test_a_delayed_file_handler_opens_its_file_with_the_first_record(
     hub: HubSimulator, quiet_audit_logger: logging.Logger, tmp_path: Any,
 ) -> None:
@@ -775,7 +830,7 @@ def test_a_delayed_file_handler_opens_its_file_with_the_first_record(
     assert [json.loads(line)["tool"] for line in path.read_text().splitlines()] == ["ok", "ok"]
 
 
-def test_lines_written_from_many_threads_at_once_stay_whole(
+def test_lines_written_from_many_threads_at_once_stay_whole_and_all_there(
     hub: HubSimulator, quiet_audit_logger: logging.Logger, tmp_path: Any,
 ) -> None:
     import threading

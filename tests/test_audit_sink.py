@@ -378,6 +378,37 @@ def test_records_still_queued_at_interpreter_exit_are_written(tmp_path: Path) ->
     assert [json.loads(line)["job_id"] for line in lines[1:]] == [f"j{i}" for i in range(20_000)]
 
 
+_SMALL_STACK = """
+import sys, threading, time
+threading.stack_size(256 * 1024)  # what an app or a server may set: the sink's thread gets it
+from bailing_flask.audit import JsonLinesSink
+
+sink = JsonLinesSink(sys.argv[1])
+circular = {"event": "mine"}
+circular["self"] = circular
+sink.emit(circular)
+sink.emit({"event": "fine"})
+deadline = time.monotonic() + 60
+while sink.written + sink.dropped < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)  # the sink's own thread writes them, not close()
+print(sink.written, sink.dropped)
+sink.close()
+"""
+
+
+def test_a_circular_record_is_dropped_at_once_by_a_sink_thread_with_a_small_stack(
+    tmp_path: Path,
+) -> None:
+    """Looking for a cycle finds it at the second visit; encoding without looking recurses to
+    the interpreter's limit, which overflows a 256 KiB thread stack on Python 3.12 and later."""
+    path = tmp_path / "audit.jsonl"
+    done = subprocess.run([sys.executable, "-c", _SMALL_STACK, str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stdout) == (0, "1 1\n"), done.stderr[-2000:]
+    assert path.read_text() == '{"event":"fine"}\n'
+
+
 def test_a_rotated_file_is_opened_again_at_its_path(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     sink = JsonLinesSink(str(path))
