@@ -440,6 +440,30 @@ def test_resolve_as_seen_keeps_the_answer_of_a_worker_that_finished_meanwhile(
     assert entry is not None and entry.response == answer and entry.note == "ledger"
 
 
+def test_two_decisions_on_one_read_of_a_resolved_entry_apply_once(
+    store: IdempotencyStore, clock: Clock
+) -> None:
+    """Two operators read the same already-resolved entry and each decide on it: the first
+    decision applies, the second is refused (not silently overwritten). Each decision gives
+    the entry a token of its own, so the read the second operator holds no longer matches."""
+    reserve(store, "k1", "token-a")
+    clock.advance(LEASE + 1)
+    assert store.resolve("k1", response=OK, note="first look", retention_seconds=50,
+                         seen=store.get("k1"))
+    settled = store.get("k1")  # both operators read it now, resolved
+    assert settled is not None and settled.state == "completed"
+    answer = StoredResponse(200, (), b'{"by":"ops"}')
+    assert store.resolve("k1", response=answer, note="operator one", retention_seconds=50,
+                         seen=settled)
+    assert not store.resolve("k1", response=None, note="operator two", retention_seconds=50,
+                             seen=settled)
+    assert not store.resolve("k1", response=OK, note="operator two", retention_seconds=50,
+                             seen=settled)
+    entry = store.get("k1")
+    assert entry is not None and entry.response == answer and entry.note == "operator one"
+    assert entry.token not in (settled.token, "token-a")
+
+
 def test_resolve_as_seen_never_touches_a_new_call_on_an_expired_key(
     store: IdempotencyStore, clock: Clock
 ) -> None:

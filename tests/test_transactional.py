@@ -225,6 +225,14 @@ def test_a_decision_on_a_row_that_changed_since_it_was_read_changes_nothing(kind
         settled = adapter.get(seen.key)
     assert settled is not None and settled.response == answer and settled.note == "first"
     assert hub.replay(call).json() == {"refund_id": 1}
+    with app.app_context():  # two operators who both read the settled row: one decision applies
+        later = StoredResponse(201, (), b'{"refund_id":2}')
+        assert adapter.resolve(settled.key, response=later, note="third", retention_seconds=60,
+                               now=now, seen=settled)
+        assert not adapter.resolve(settled.key, response=None, note="fourth", retention_seconds=60,
+                                   now=now, seen=settled)
+        final = adapter.get(settled.key)
+    assert final is not None and final.response == later and final.note == "third"
 
 
 def test_an_adapter_whose_resolve_predates_seen_is_still_resolved_by_the_command(tmp_path):

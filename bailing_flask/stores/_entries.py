@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,8 +25,14 @@ EntryState = Literal["in_progress", "completed"]
 ListState = Literal["uncertain", "in_progress", "completed"]
 Outcome = Literal["reserved", "in_progress", "completed", "uncertain"]
 
-#: ``Entry.token`` of entries an operator resolved: no worker owns them any more.
-RESOLVED_TOKEN = ""
+def resolved_token() -> str:
+    """The ``Entry.token`` of an entry an operator just resolved: no worker owns it any more.
+
+    New for every decision, so a decision taken on one read of the entry
+    (``resolve(..., seen=entry)``) applies at most once: a second operator
+    who read the same resolved entry finds its token changed and is refused.
+    """
+    return "resolved-" + os.urandom(8).hex()
 
 
 class StoreUnavailable(BailingError):

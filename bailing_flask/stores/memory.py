@@ -19,7 +19,6 @@ from itertools import islice
 from typing import Any
 
 from bailing_flask.stores._entries import (
-    RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
@@ -30,6 +29,7 @@ from bailing_flask.stores._entries import (
     StoredResponse,
     _trusted_meta,
     _trusted_response,
+    resolved_token,
 )
 from bailing_flask.stores.approvals import (
     ApprovalClaim,
@@ -243,7 +243,7 @@ class MemoryStore(IdempotencyStore):
                 del self._entries[key]
             else:
                 self._entries[key] = _changed(
-                    record, state="completed", token=RESOLVED_TOKEN, expires_at=now + retention_seconds,
+                    record, state="completed", token=resolved_token(), expires_at=now + retention_seconds,
                     status=response.status, headers=response.headers, body=response.body, note=note,
                 )
             return True

@@ -45,7 +45,6 @@ from urllib.parse import urlsplit
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.stores._deferred import _Completion, _log_refused, _Pending
 from bailing_flask.stores._entries import (
-    RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
@@ -59,6 +58,7 @@ from bailing_flask.stores._entries import (
     _matches,
     _new_entry,
     _outcome,
+    resolved_token,
 )
 from bailing_flask.stores._redis_codec import (
     _approval_from_hash,
@@ -571,7 +571,7 @@ class RedisStore(IdempotencyStore):
                 "complete",
                 state,
                 token,
-                RESOLVED_TOKEN,
+                resolved_token(),
                 _num(now + retention),
                 _millis(retention),
                 response.status,

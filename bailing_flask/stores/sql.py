@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from bailing_flask.stores._entries import (
-    RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
@@ -51,6 +50,7 @@ from bailing_flask.stores._entries import (
     _encode_meta,
     _new_entry,
     _outcome,
+    resolved_token,
 )
 from bailing_flask.stores._sql_engine import Database
 from bailing_flask.stores._sql_schema import MAX_KEY_BYTES, Dialect, create_schema, schema_sql
@@ -330,7 +330,7 @@ class SQLStore(IdempotencyStore):
         def work(cursor: Any) -> int:
             now = self.clock()
             cursor.execute(statements.resolve_complete + unchanged, {
-                **seen, "token": self._bin(RESOLVED_TOKEN),
+                **seen, "token": self._bin(resolved_token()),
                 "status": response.status, "headers": _encode_headers(response.headers),
                 "body": response.body, "note": self._bin(note), "now": now,
                 "expires": now + retention_seconds})

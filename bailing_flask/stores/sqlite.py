@@ -48,7 +48,6 @@ from bailing_flask.errors import ConfigurationError
 from bailing_flask.stores._sqlite_file import FileGuard
 from bailing_flask.stores._deferred import _Completion, _Later, _log_refused, _Pending
 from bailing_flask.stores._entries import (
-    RESOLVED_TOKEN,
     Clock,
     Entry,
     EntryMeta,
@@ -64,6 +63,7 @@ from bailing_flask.stores._entries import (
     _encode_meta,
     _new_entry,
     _outcome,
+    resolved_token,
 )
 from bailing_flask.stores._sqlite_sql import (
     _ADD_APPROVAL,
@@ -607,7 +607,7 @@ class SQLiteStore(IdempotencyStore):
                 conn.execute("DELETE FROM bailing_idempotency WHERE key = ?", (key,))
             else:
                 conn.execute(_RESOLVE, (
-                    RESOLVED_TOKEN, now + retention_seconds, response.status,
+                    resolved_token(), now + retention_seconds, response.status,
                     _encode_headers(response.headers), response.body, note, key,
                 ))
             return True

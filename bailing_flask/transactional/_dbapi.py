@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.stores import Entry, StoredResponse, StoreUnavailable
+from bailing_flask.stores._entries import resolved_token
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import (
     ListState,
@@ -167,10 +168,11 @@ class DBAPITransaction(TransactionAdapter):
                 cursor.execute(self.sql(dialect, "DELETE FROM {t} WHERE call_key = ? AND expires_at > ? "
                                         f"AND {rows}"), (key, now, *values))
             else:
-                cursor.execute(self.sql(dialect, "UPDATE {t} SET state = ?, token = '', status = ?, "
+                cursor.execute(self.sql(dialect, "UPDATE {t} SET state = ?, token = ?, status = ?, "
                                         "headers = ?, body = ?, note = ?, expires_at = ? "
                                         f"WHERE call_key = ? AND expires_at > ? AND {rows}"),
-                               (_COMPLETED, response.status, _encode_headers(response.headers),
+                               (_COMPLETED, resolved_token(), response.status,
+                                _encode_headers(response.headers),
                                 response.body, note, now + retention_seconds, key, now, *values))
             return bool(cursor.rowcount)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from bailing_flask.errors import ConfigurationError
 from bailing_flask.stores import Entry, StoredResponse, StoreUnavailable
+from bailing_flask.stores._entries import resolved_token
 from bailing_flask.transactional._adapter import TransactionAdapter, _CallTransaction
 from bailing_flask.transactional._records import (
     ListState,
@@ -194,7 +195,7 @@ class SQLAlchemyTransaction(TransactionAdapter):
                 result = connection.execute(delete(table).where(alive))
             else:
                 result = connection.execute(update(table).where(alive).values(
-                    state=_COMPLETED, token="", status=response.status,
+                    state=_COMPLETED, token=resolved_token(), status=response.status,
                     headers=_encode_headers(response.headers), body=response.body, note=note,
                     expires_at=now + retention_seconds,
                 ))
