@@ -152,6 +152,26 @@ def test_a_query_is_checked_alike_whatever_the_apps_parameter_storage_class(auth
     assert empty.status_code == 200, empty.text
 
 
+class LowerCaseArgs(ImmutableMultiDict):
+    """An app's own ``parameter_storage_class`` that reads names case-insensitively."""
+
+    def __init__(self, mapping=None):
+        super().__init__([(key.lower(), value) for key, value in (mapping or [])])
+
+
+@pytest.mark.parametrize("target", ["/api/orders?Page=2&keyword=lamp", "/api/orders?Page=2&keyword=a%20b"],
+                         ids=["nothing to decode", "a value to decode"])
+def test_a_query_is_read_through_the_apps_own_storage_class_whatever_it_holds(authz_app, target):
+    """The gate validates what the view's ``request.args`` holds: an app whose storage class
+    changes the names (here to lower case) has its query read through it, whether or not a
+    value needs decoding, so the same call is not admitted or refused by a ``%`` in it."""
+    authz_app.request_class = type("Request", (authz_app.request_class,),
+                                   {"parameter_storage_class": LowerCaseArgs})
+    response = signed_get(authz_app, target)
+    assert response.status_code == 200, response.text
+    assert response.json["args"]["page"] == 2
+
+
 KEYS = ["keyword", "page", "all", "limit", "", "a%20b", "k+y", "%C3%A9", "%26", "page%00"]
 VALUES = ["", "lamp", "2", "-1", "x%2Cy", "%C3%A9", "%FF", "a=b"]
 PIECES = st.one_of(

@@ -142,12 +142,14 @@ def _plain_query(request: Request) -> dict[str, str] | None:
     where Werkzeug's parse (``parse_qsl`` keeping blank values) is a split on
     ``&`` and ``=`` and its MultiDict would cost more than the split. ``None``:
     read ``request.args`` instead (the app's request class reads the query
-    its own way, something parsed it already, a value needs decoding, or a
-    name is repeated, which the caller refuses by name).
+    its own way, through its own ``args`` or its own ``parameter_storage_class``,
+    something parsed it already, a value needs decoding, or a name is
+    repeated, which the caller refuses by name).
     """
     raw = request.query_string  # what request.args parses
-    if (request.__class__.args is not _WERKZEUG_ARGS or "args" in request.__dict__
-            or not raw.isascii() or b"%" in raw or b"+" in raw):
+    cls = request.__class__
+    if (cls.args is not _WERKZEUG_ARGS or cls.parameter_storage_class is not ImmutableMultiDict
+            or "args" in request.__dict__ or not raw.isascii() or b"%" in raw or b"+" in raw):
         return None
     values: dict[str, str] = {}
     for pair in raw.decode("ascii").split("&"):
