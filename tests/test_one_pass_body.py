@@ -49,6 +49,24 @@ def test_the_view_gets_an_instance_of_the_declared_model_and_its_values_as_argum
         "text": "'hello'", "count": "0", "ratio": "0.0", "tags": "['a', 'b']", "extra": "{}"}}
 
 
+@pytest.mark.parametrize("spool_threshold", [1024 * 1024, 0], ids=["in memory", "in a file"])
+def test_a_body_over_the_apps_max_content_length_is_refused_as_flask_refuses_it(spool_threshold):
+    """The gate reads the bytes the verifier holds in memory without ``request.get_data()``; the
+    app's ``MAX_CONTENT_LENGTH`` still applies, with Werkzeug's 413, wherever the body is held,
+    before the authorizer or the view run."""
+    app = one_pass_app.create_app(spool_threshold=spool_threshold)
+    app.config["MAX_CONTENT_LENGTH"] = 100
+    one_pass_app.MODES.clear()
+    at_limit = json.dumps({"text": "x" * 88}).encode()
+    assert len(at_limit) == 100
+    assert post(app.test_client(), "/notes", at_limit).status_code == 200
+    over = json.dumps({"text": "x" * 89}).encode()
+    refused = post(app.test_client(), "/notes", over)
+    assert refused.status_code == 413
+    assert b"Request Entity Too Large" in refused.data
+    assert len(one_pass_app.MODES) == 1  # only the call at the limit was validated
+
+
 def test_an_unknown_key_is_refused_by_name_even_beside_a_wrong_type(client):
     response = post(client, "/notes", b'{"text": 5, "count": "x", "approve_myself": true}')
     assert response.status_code == 422

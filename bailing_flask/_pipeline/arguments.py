@@ -25,6 +25,7 @@ from typing import Any
 
 from flask import Request, current_app
 from werkzeug.datastructures import ImmutableMultiDict, MultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
 from pydantic import BaseModel, ValidationError
 
 try:
@@ -252,12 +253,19 @@ def _raw_body(request: Request, environ: dict[str, Any]) -> bytes:
     """The body bytes, without a copy through Werkzeug when the verifier holds them in memory.
 
     The stream handed to the app is left where it is, so the view can still
-    read it (``request.get_json()``, ``request.stream``).
+    read it (``request.get_json()``, ``request.stream``). A body over the
+    app's ``MAX_CONTENT_LENGTH`` (``request.max_content_length``) is refused
+    with Werkzeug's ``413`` either way, as ``get_data`` refuses it.
     """
     stream = environ.get("wsgi.input")
     seen = environ.get(AS_VERIFIED_KEY)
     if seen is not None and stream is seen.stream and stream.__class__ is io.BytesIO:
-        return stream.getvalue()
+        body = stream.getvalue()
+        if body:
+            limit = request.max_content_length
+            if limit is not None and len(body) > limit:
+                raise RequestEntityTooLarge()
+        return body
     return request.get_data(cache=True)
 
 

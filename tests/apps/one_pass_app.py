@@ -45,9 +45,10 @@ def _answer() -> Any:
     return jsonify(model=type(body).__qualname__, args={k: repr(v) for k, v in call.args.items()})
 
 
-def create_app() -> Flask:
+def create_app(**options: Any) -> Flask:
+    """``options``: more ``Bailing`` keywords (``spool_threshold=0``: the body goes to a file)."""
     app = Flask(__name__)
-    Bailing(app, secrets=[SECRET], store="memory://")
+    Bailing(app, secrets=[SECRET], store="memory://", **options)
 
     @app.post("/notes")
     @tool(scope="note.write", body=Note, authorizer=lambda call: True)
