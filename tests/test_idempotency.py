@@ -482,6 +482,50 @@ def test_reservation_tokens_are_unique_and_a_forked_worker_draws_new_ones():
     assert child_token.split("-")[0] != parent_token.split("-")[0]  # another random prefix
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_threads_of_a_new_worker_never_hand_out_the_parents_tokens():
+    """Attack: a captured write call sent to several workers of a pre-fork threaded server just
+    after they start. Two threads of one new worker ask for a token at the same moment; one of
+    them must not pair the new process id with the parent's prefix and counter while the other
+    draws the new prefix, or sibling workers hand out the same token and a store tells both of
+    them they own the call: it runs twice."""
+    import json
+    import threading
+
+    from bailing_flask._pipeline.idempotency import _TOKENS
+
+    parent_prefix = _TOKENS.next().rsplit("-", 1)[0]
+    tokens: list[str] = []
+    for _round in range(15):
+        children = []
+        for _worker in range(4):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # a new worker: two threads ask at once, then it leaves at once
+                try:
+                    start, drawn = threading.Barrier(2), []
+                    def draw() -> None:
+                        start.wait()
+                        drawn.append(_TOKENS.next())
+                    threads = [threading.Thread(target=draw) for _ in range(2)]
+                    for thread in threads:
+                        thread.start()
+                    for thread in threads:
+                        thread.join()
+                    os.write(write, json.dumps(drawn).encode())
+                finally:
+                    os._exit(0)
+            os.close(write)
+            children.append((pid, read))
+        for pid, read in children:
+            with os.fdopen(read, "rb") as pipe:
+                tokens += json.loads(pipe.read())
+            os.waitpid(pid, 0)
+    assert len(tokens) == 15 * 4 * 2
+    assert not [token for token in tokens if token.startswith(parent_prefix)]
+    assert len(set(tokens)) == len(tokens)
+
+
 def test_a_configuration_swapped_after_the_first_call_is_used(app, hub):
     request = hub.build_call("refund_create", ARGS, subject="t1:u1")
     assert hub.replay(request).status == 201

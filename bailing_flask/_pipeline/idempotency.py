@@ -32,7 +32,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flask import Response, current_app, request
@@ -118,20 +118,27 @@ class _Tokens:
     at-fork hooks, so only the process id tells a worker from its siblings.
     Two workers handing out the same token for the same call would both be
     told they own it.
+
+    The process id, the prefix and the counter are one tuple, read once per
+    token and replaced in one assignment: a thread of a new worker never
+    pairs the new process id with the parent's prefix while another thread
+    draws the new one (``os.urandom`` lets other threads run). Two threads
+    that both find the process id changed each draw a prefix of their own,
+    and both prefixes are new.
     """
 
     def __init__(self) -> None:
-        self._reseed()
+        self._state = self._fresh()
 
-    def _reseed(self) -> None:
-        self.pid = os.getpid()
-        self.prefix = os.urandom(16).hex() + "-"
-        self.counter = itertools.count(1)
+    @staticmethod
+    def _fresh() -> tuple[int, str, Iterator[int]]:
+        return os.getpid(), os.urandom(16).hex() + "-", itertools.count(1)
 
     def next(self) -> str:
-        if os.getpid() != self.pid:
-            self._reseed()
-        return self.prefix + str(next(self.counter))
+        pid, prefix, counter = self._state
+        if pid != os.getpid():
+            pid, prefix, counter = self._state = self._fresh()
+        return prefix + str(next(counter))
 
 
 _TOKENS = _Tokens()
