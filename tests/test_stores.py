@@ -1375,6 +1375,59 @@ def test_a_repeat_waits_for_a_completion_another_thread_is_sending(
     store.close()
 
 
+@pytest.mark.parametrize("claims", ["claim", "claim_approved"])
+def test_a_repeat_overtaken_by_the_background_writer_looks_again_once_its_completion_landed(
+    redis_server: RedisServer, clock: Clock, claims: str
+) -> None:
+    """The background writer takes a call's deferred completion just after a repeat of that
+    call waited for writes in flight and before the repeat's batch is sent: the repeat's claim
+    reaches Redis first and finds the call in progress. It looks again once the completion
+    landed, and gets the recorded answer, as the SQLite store's claim does."""
+    store = RedisStore(redis_server.url, clock=clock, prefix=_prefix(), check_persistence=False)
+    if claims == "claim":
+        assert claim(store, "k1", "token-a") is None
+    else:
+        approved(store)
+        assert spend(store, "k1", "token-a") == ApprovalClaim("reserved", approval_id=123)
+    store._pending._later._delay = 60.0  # no background write but the one this test starts
+    store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
+    release = threading.Event()
+    writer = threading.Thread(target=store._pending._flush, name="writer")
+    real_send = store._send
+
+    def send(commands: list[Any]) -> list[Any]:
+        if threading.current_thread() is writer:
+            release.wait(60)  # the completion is on its way, and slower than the repeat
+        return real_send(commands)
+
+    real_wait_landed = store._pending.wait_landed
+    overtaken: list[bool] = []
+
+    def wait_landed(key: str, timeout: float) -> None:
+        real_wait_landed(key, timeout)
+        if key == "k1" and not overtaken:  # the writer takes it right after the repeat looked
+            overtaken.append(True)
+            writer.start()
+            deadline = time.monotonic() + 10
+            while "k1" not in store._pending._in_flight:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            threading.Timer(0.2, release.set).start()
+
+    store._send = send  # type: ignore[method-assign]
+    store._pending.wait_landed = wait_landed  # type: ignore[method-assign]
+    if claims == "claim":
+        held = claim(store, "k1", "token-b")
+    else:
+        answer = spend(store, "k1", "token-b")
+        assert answer.outcome == "held"
+        held = answer.reservation
+    writer.join(60)
+    assert overtaken
+    assert held is not None and held.outcome == "completed" and held.entry.response == OK
+    store.close()
+
+
 def test_a_forked_child_never_writes_its_parents_deferred_completions(tmp_path: Path) -> None:
     if not hasattr(os, "fork"):
         pytest.skip("needs fork()")

@@ -105,6 +105,9 @@ SOCKET_TIMEOUT = 2.0
 #: seconds a deferred completion waits for a command to travel with
 _DEFER_DELAY = 0.005
 _SCAN_COUNT = 500
+#: how many times a claim looks again at an entry that kept changing (or whose completion
+#: this process's background writer was sending) before it answers with what it saw
+_LOOKS = 10
 
 
 def _import_redis() -> Any:
@@ -431,6 +434,16 @@ class RedisStore(IdempotencyStore):
             raise self._unavailable(reply) from reply
         return reply
 
+    def _overtook(self, key: str, entry: Entry) -> bool:
+        """Whether a claim found ``key`` in progress while this process holds its completion.
+
+        The background writer can take a deferred completion between the
+        claim's wait for writes in flight and the batch it sends, which then
+        reaches the server first: the claim looks again once it has landed,
+        so a repeat in this process gets the answer, not ``in_progress``.
+        """
+        return entry.state == "in_progress" and self._pending.holds(key)
+
     def _settle(self, items: list[_Completion], replies: list[Any]) -> list[_Completion]:
         """Log the completions the server refused; those that failed, to try again."""
         failed = [item for item, reply in zip(items, replies) if isinstance(reply, BaseException)]
@@ -457,11 +470,14 @@ class RedisStore(IdempotencyStore):
         meta: EntryMeta,
     ) -> Reservation | None:
         """One script, one round trip (with any deferred completions in the same batch)."""
-        now, command = self._claim_command(key, token, lease_seconds, retention_seconds, meta)
-        reply = self._with_pending(key, command)
-        if not isinstance(reply, list):  # 1: claimed now, 2: this token held it already
-            return None
-        entry = _entry_from_hash(key, _pairs(reply))
+        for _attempt in range(_LOOKS):
+            now, command = self._claim_command(key, token, lease_seconds, retention_seconds, meta)
+            reply = self._with_pending(key, command)
+            if not isinstance(reply, list):  # 1: claimed now, 2: this token held it already
+                return None
+            entry = _entry_from_hash(key, _pairs(reply))
+            if not self._overtook(key, entry):
+                break
         return Reservation(_outcome(entry, now), entry)
 
     def _reserve(
@@ -473,11 +489,13 @@ class RedisStore(IdempotencyStore):
         retention_seconds: float,
         meta: EntryMeta,
     ) -> Reservation:
-        for _attempt in range(10):
+        for _attempt in range(_LOOKS):
             now, command = self._claim_command(key, token, lease_seconds, retention_seconds, meta)
             reply = self._with_pending(key, command)
             if isinstance(reply, list):
                 entry = _entry_from_hash(key, _pairs(reply))
+                if self._overtook(key, entry) and _attempt < _LOOKS - 1:
+                    continue
                 return Reservation(_outcome(entry, now), entry)
             if reply == 1:
                 return Reservation("reserved", _new_entry(key, token, now, lease_seconds,
@@ -750,13 +768,18 @@ class RedisStore(IdempotencyStore):
             repr(now + keep).encode(), b"%d" % _millis(keep), _encode_meta(meta).encode(),
             key.encode(encoding, errors), b"1" if reserve else b"0",
         )
-        reply = self._with_pending(key, command)
+        for _attempt in range(_LOOKS):  # held: nothing was written or spent, so it may look again
+            reply = self._with_pending(key, command)
+            if reply[0] != 0:
+                break
+            entry = _entry_from_hash(key, _pairs(reply[1]))
+            if not self._overtook(key, entry):
+                return ApprovalClaim("held", reservation=Reservation(_outcome(entry, now), entry))
+        else:
+            return ApprovalClaim("held", reservation=Reservation(_outcome(entry, now), entry))
         if reply[0] == 1:
             index = int(reply[1])
             return ApprovalClaim("reserved", approval_id=approval_ids[index - 1] if index else None)
-        if reply[0] == 0:
-            entry = _entry_from_hash(key, _pairs(reply[1]))
-            return ApprovalClaim("held", reservation=Reservation(_outcome(entry, now), entry))
         return ApprovalClaim("used" if reply[0] == 2 else "missing")
 
 
