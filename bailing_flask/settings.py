@@ -335,7 +335,8 @@ class Config:
         "approval requests (milliseconds on the wire). The hub's SDKs use 300 for both.")
     max_body_size: Size = setting(
         10 * MiB, "Largest signed request body accepted; larger ones get 413 `body_too_large` "
-        "before they are read completely.")
+        "before they are read completely. The app's own `MAX_CONTENT_LENGTH` still applies "
+        "below it: a tool's body over it gets Flask's 413 before the authorizer runs.")
     body_timeout: Timeout | None = setting(
         10, "Seconds a client may take to send a signed request body, or a hub callback's, once "
         "the middleware has begun to read it (a slow client sending a byte at a time holds a "
