@@ -142,6 +142,105 @@ def test_a_signed_call_to_a_view_that_calls_a_tool_function_fails_closed(caplog:
     assert "without its gate" in caplog.text
 
 
+@pytest.mark.parametrize(("declared", "route", "caller"), [
+    ("POST", "POST", "GET"),  # a write tool that names its method, called from a GET route
+    ("GET", "GET", "HEAD"),  # a read tool, reached with HEAD through an ordinary GET route
+    ("GET", "GET", "POST"),  # a read tool, called from an ordinary POST route
+], ids=["write tool from a GET route", "read tool by HEAD", "read tool from a POST route"])
+def test_attack_a_tool_naming_its_methods_runs_only_behind_its_own_route(
+    declared: str, route: str, caller: str
+) -> None:
+    """``@tool(methods=[...])`` leaves the other methods of the tool's own route to the app; it
+    opens nothing anywhere else. An ordinary route that calls the tool's function with another
+    method fails closed, as it does without ``methods=``, and the view never runs unsigned."""
+    app, ran = make_app()
+
+    @app.route("/refunds", methods=[route], endpoint="refund_create")
+    @tool(scope="refund.write", methods=[declared], name="refund_create")
+    def refund_create() -> Any:
+        ran.append("refund issued")
+        return SECRET
+
+    @app.route("/legacy", methods=["GET", "POST"])
+    def legacy() -> Any:
+        return refund_create()
+
+    response = app.test_client().open("/legacy", method=caller)
+    assert response.status_code == 500
+    assert response.headers["X-Bailing-Reason"] == "tool_not_registered"
+    assert SECRET not in response.data and ran == []
+    assert app.test_client().open("/refunds", method=route).status_code == 401
+
+
+def test_the_methods_a_tool_leaves_out_of_its_own_route_are_plain_routes() -> None:
+    """Left out with ``methods=`` or ``tool_defaults(enabled=False)``, or a class view's handler
+    without ``@tool``: the app serves it as it would without the package (HEAD with GET)."""
+    from flask.views import MethodView
+
+    from bailing_flask import tool_defaults
+
+    app, ran = make_app()
+
+    @app.route("/fn", methods=["GET", "POST"])
+    @tool(scope="fn.write", methods=["POST"], name="fn_create")
+    def fn() -> Any:
+        return "fn"
+
+    class Orders(MethodView):
+        @tool(scope="order.read", name="order_list")
+        def get(self) -> Any:
+            ran.append("list")
+            return SECRET
+
+        def post(self) -> Any:
+            return "created by a form", 201
+
+    app.add_url_rule("/orders", view_func=Orders.as_view("orders"))
+    legacy = tool_defaults(Blueprint("legacy", __name__), enabled=False)
+
+    @legacy.get("/legacy")
+    @tool(scope="x.read")
+    def old() -> Any:
+        return "legacy"
+
+    only_get = tool_defaults(Blueprint("only_get", __name__), methods=["GET"])
+
+    @only_get.route("/both", methods=["GET", "POST"])
+    @tool(scope="y.read")
+    def both() -> Any:
+        return "both"
+
+    app.register_blueprint(legacy)
+    app.register_blueprint(only_get)
+    client = app.test_client()
+    assert (client.get("/fn").status_code, client.get("/fn").data) == (200, b"fn")
+    assert client.head("/fn").status_code == 200
+    assert client.post("/fn").status_code == 401
+    assert (client.post("/orders").status_code, client.post("/orders").data) == (201, b"created by a form")
+    assert client.get("/orders").status_code == 401 and ran == []
+    assert (client.get("/legacy").status_code, client.get("/legacy").data) == (200, b"legacy")
+    assert (client.post("/both").status_code, client.post("/both").data) == (200, b"both")
+    assert client.get("/both").status_code == 401
+
+
+def test_a_plain_view_merged_into_view_functions_with_or_is_gated() -> None:
+    """``app.view_functions |= {...}`` (dict's own update, past ``__setitem__``) gates like ``[]=``."""
+    app, ran = make_app()
+    client = app.test_client()
+    client.get("/health")
+
+    def replacement(order_id: int) -> Any:
+        ran.append("replacement")
+        return SECRET
+
+    app.view_functions |= {"order_get": replacement}
+    unsigned = client.get("/orders/1")
+    assert unsigned.status_code == 401 and SECRET not in unsigned.data and ran == []
+    assert isinstance(app.view_functions, dict) and app.view_functions["order_get"] is not replacement
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.call("order_get", {"order_id": 1}, subject="t1:alice").body == SECRET
+
+
 @pytest.mark.parametrize("status", [404, 409])
 def test_a_view_that_raised_is_audited_with_the_status_the_app_answered(caplog: Any, status: int) -> None:
     app = Flask(__name__)

@@ -179,6 +179,10 @@ class GatedViews(dict[str, Any]):
             self[endpoint] = view
         return self[endpoint]
 
+    def __ior__(self, other: Any) -> GatedViews:  # type: ignore[override,misc]
+        self.update(other)  # dict's own |= writes past __setitem__
+        return self
+
 
 def gate_view_functions(state: BailingState) -> None:
     """At ``init_app``: make later writes to ``app.view_functions`` keep the gates in place."""
@@ -306,7 +310,7 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
             target = direct if direct is not None and EXERCISE_KEY not in environ else sync_view
             return run_gate(state, plan.tool, functools.partial(target, **kwargs), kwargs,
                             req=req, plan=plan)
-        if method in passthrough:  # explicitly not a tool (methods=)
+        if method in passthrough:  # not a tool (methods=, enabled=False, a class's plain handler)
             return sync_view(**kwargs)
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
         return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
@@ -346,10 +350,10 @@ def run_declared_view(
     registry = registry_of(state)
     endpoint = request.url_rule.endpoint if request.url_rule is not None else None
     method = request.method
-    methods = declaration.options.methods
-    if admitted is None and registry.saw(declaration) and methods is not None and method not in methods:
-        # a method this declaration explicitly does not serve (the gate let it pass); never from
-        # inside another tool's admitted call, where this is a function call, not this route
+    if admitted is None and registry.passes(endpoint, method, declaration):
+        # this declaration's own route, for a method it leaves out (methods=, enabled=False):
+        # a plain route, which the gate let pass; never another route calling the function, nor
+        # from inside another tool's admitted call, where this is a function call, not this route
         return current_app.ensure_sync(view)(*args, **kwargs)
     if registry.tool_of(declaration, method) is not None:
         state.warn_once(

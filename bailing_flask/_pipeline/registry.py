@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,15 +168,19 @@ class Registry:
     findings: list[Finding]
     by_endpoint: dict[tuple[str, str], Tool]
     rule_count: int
-    #: ``id()`` of every declaration found on a route, exported or not.
-    seen: frozenset[int] = frozenset()
-    #: ``(endpoint, method)`` pairs explicitly left out of a tool endpoint
-    #: (``methods=``, ``enabled=False``): they run as plain routes.
-    passthrough: frozenset[tuple[str, str]] = frozenset()
+    #: ``(endpoint, method)`` -> the declaration of the view that method runs, for
+    #: the methods of a tool endpoint that are plain routes: left out explicitly (``methods=``,
+    #: ``enabled=False``, also through ``tool_defaults``), or a class view's handler without
+    #: ``@tool`` (``None``: no declaration).
+    passthrough: Mapping[tuple[str, str], Declaration | None] = field(default_factory=dict)
 
-    def saw(self, declaration: Declaration) -> bool:
-        """Whether ``declaration`` is on one of the app's routes (exported or not)."""
-        return id(declaration) in self.seen
+    def passes(self, endpoint: str | None, method: str, declaration: Declaration) -> bool:
+        """Whether ``method`` on ``endpoint`` is a plain route that runs ``declaration``'s view.
+
+        Only on the declaration's own route: another route that calls the
+        tool's function is never one, whatever the method.
+        """
+        return endpoint is not None and self.passthrough.get((endpoint, method)) is declaration
 
     def tool_of(self, declaration: Declaration, method: str) -> Tool | None:
         """The tool compiled from ``declaration`` for ``method`` (HEAD is served by GET)."""
@@ -460,7 +464,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
     not_exported: list[NotExported] = []
     findings: list[Finding] = []
     by_endpoint: dict[tuple[str, str], Tool] = {}
-    seen: set[int] = set()
+    passthrough: dict[tuple[str, str], Declaration | None] = {}
     max_items = config.response_max_items or None  # None or 0: no default cap
     rules = list(app.url_map.iter_rules())
     for rule in rules:
@@ -477,7 +481,6 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
             # function, but the gate in front of the endpoint guards it all the same
             findings.append(finding("decorator_order", f"- {rule.rule}", view=wrapped_by.qualname))
             declared = {method: (wrapped_by, {}) for method in methods}
-        seen.update(id(declaration) for declaration, _ in declared.values())
         # HEAD is added by Flask to every GET route; it is only a tool if declared so.
         candidates = [
             m for m in methods
@@ -489,10 +492,20 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
             options = _effective_options(app, rule.endpoint, declaration, class_defaults)
             if options.enabled is False:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "enabled=False"))
+                passthrough[(rule.endpoint, method)] = declaration
             elif options.methods is not None and method not in options.methods:
                 not_exported.append(NotExported(rule.endpoint, method, rule.rule, "method not in methods="))
+                passthrough[(rule.endpoint, method)] = declaration
             else:
                 enabled[method] = options
+        if getattr(view, "view_class", None) is not None:
+            # a class view's handler without @tool is a plain route of the class (HEAD goes
+            # with GET, the tool's when GET is one)
+            for method in methods:
+                if method not in declared and not (method == "HEAD" and "GET" in declared):
+                    passthrough[(rule.endpoint, method)] = None
+        if (rule.endpoint, "GET") in passthrough and "HEAD" in methods and "HEAD" not in enabled:
+            passthrough[(rule.endpoint, "HEAD")] = passthrough[(rule.endpoint, "GET")]  # as Flask
         several = len(enabled) > 1
         for method, options in enabled.items():
             if (rule.endpoint, method) in by_endpoint:
@@ -510,11 +523,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
             findings.extend(_transaction_findings(config, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
-    passthrough = frozenset(
-        (item.endpoint, item.method) for item in not_exported
-        if item.reason in ("enabled=False", "method not in methods=")
-    )
-    return Registry(tools, not_exported, findings, by_endpoint, len(rules), frozenset(seen), passthrough)
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), passthrough)
 
 
 def _transaction_findings(config: Config, tool: Tool) -> list[Finding]:
