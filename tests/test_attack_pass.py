@@ -82,11 +82,10 @@ def test_unsigned_options_request_runs_a_tool_view_whose_route_lists_options(liv
 
 @pytest.mark.parametrize("caller", ["alias_view", "error_handler"])
 def test_a_tool_function_called_from_another_endpoint_runs_without_the_gate(live_server, caller):
-    """``run_declared_view`` documents that a tool reached without its endpoint gate
-    ("called the tool's function from another view") runs the gate itself. It
-    does not: ``registry.saw(declaration)`` is true, so the view runs ungated. A
-    legacy alias route that delegates to the tool, or a 404 handler that renders
-    it, serves the tool's data to an unsigned request.
+    """A tool reached without its endpoint's gate ("called the tool's function from another
+    view") once ran ungated, because the package knew the declaration from a route. A legacy
+    alias route that delegates to the tool, or a 404 handler that renders it, would serve the
+    tool's data to an unsigned request; it fails closed instead.
     """
     app, _, ran = tool_app()
 
