@@ -241,6 +241,32 @@ def test_a_plain_view_merged_into_view_functions_with_or_is_gated() -> None:
     assert hub.call("order_get", {"order_id": 1}, subject="t1:alice").body == SECRET
 
 
+def test_attack_a_view_being_replaced_is_never_reachable_ungated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the gate for a replacing view is built, another thread dispatching to the
+    endpoint still finds a gate there (the old one), never the bare new view."""
+    import bailing_flask._pipeline.gate as gate_module
+
+    app, _ = make_app()
+    app.test_client().get("/health")
+    seen_while_building: list[Any] = []
+    build = gate_module._gated
+
+    def watching_build(*args: Any) -> Any:
+        seen_while_building.append(app.view_functions["order_get"])
+        return build(*args)
+
+    monkeypatch.setattr(gate_module, "_gated", watching_build)
+
+    def replacement(order_id: int) -> Any:
+        return SECRET
+
+    app.view_functions["order_get"] = replacement
+    gates = state_of(app).gates
+    assert seen_while_building and replacement not in seen_while_building
+    assert app.view_functions["order_get"] is gates["order_get"]
+    assert app.view_functions["order_get"].__wrapped__ is replacement
+
+
 @pytest.mark.parametrize("status", [404, 409])
 def test_a_view_that_raised_is_audited_with_the_status_the_app_answered(caplog: Any, status: int) -> None:
     app = Flask(__name__)

@@ -155,7 +155,9 @@ class GatedViews(dict[str, Any]):
     Flask dispatches with a plain dictionary lookup (no per-request check);
     only writing an entry costs more: an app (or a test) that replaces a tool
     endpoint's view after the gates were installed gets the gate in front of
-    the new view right there.
+    the new view right there. The new view is written already gated, so a
+    request dispatched meanwhile in another thread finds the old gate, never
+    the bare view.
     """
 
     def __init__(self, state: BailingState, views: dict[str, Any]) -> None:
@@ -163,12 +165,13 @@ class GatedViews(dict[str, Any]):
         self._state = state
 
     def __setitem__(self, endpoint: str, view: Any) -> None:
-        super().__setitem__(endpoint, view)
         state = self._state
-        if endpoint in state.gates and view is not state.gates[endpoint]:
-            registry = registry_of(state)  # a rebuild (new routes) gates every endpoint itself
-            if self.get(endpoint) is not state.gates.get(endpoint):
-                _put_gate(state, self, endpoint, view, registry)
+        if endpoint not in state.gates or view is state.gates[endpoint]:
+            super().__setitem__(endpoint, view)
+            return
+        registry = registry_of(state)  # may rebuild (new routes), gating what stands there now
+        with state.lock:  # the gate is built first and written once: never a bare view here
+            _put_gate(state, self, endpoint, view, registry)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for endpoint, view in dict(*args, **kwargs).items():
