@@ -38,6 +38,7 @@ import hashlib
 import logging
 import types
 import typing
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,8 @@ logger = logging.getLogger("bailing_flask")
 _IS_TOOL_CALL_KEY = "bailing.is_tool_call"
 #: The names in ``g`` that a bridge (Flask-Login, Flask-HTTPAuth) set for this request.
 BRIDGED_KEY = "bailing.bridged"
-_PATCHED_ATTR = "__bailing_patched__"
+#: on the patched ``CSRFProtect.protect``: the apps whose hub requests it skips
+_PATCHED_ATTR = "__bailing_exempted_apps__"
 
 
 def _state() -> BailingState | None:
@@ -308,24 +310,29 @@ def exempt_tool_calls_from_csrf(app: Flask) -> bool:
     the callbacks, which the hub POSTs to) are skipped as well: they use no
     cookie and verify their own signatures (:func:`is_hub_request`).
     ``Bailing`` calls this itself (setting ``BAILING_CSRF_EXEMPT``),
-    whichever of the two was initialised first. Returns whether a
-    ``CSRFProtect`` was found.
+    whichever of the two was initialised first. One ``CSRFProtect`` shared
+    by several apps skips hub requests only for the apps this was called
+    for. Returns whether a ``CSRFProtect`` was found.
     """
     csrf = app.extensions.get("csrf")
     if csrf is None or not callable(getattr(csrf, "protect", None)):
         return False
-    if getattr(csrf.protect, _PATCHED_ATTR, False):
-        return True
-    original = csrf.protect
+    exempted: weakref.WeakSet[Flask] | None = getattr(csrf.protect, _PATCHED_ATTR, None)
+    if exempted is None:
+        exempted = weakref.WeakSet()
+        original = csrf.protect
+        apps = exempted
 
-    @functools.wraps(original)
-    def protect(*args: Any, **kwargs: Any) -> Any:
-        if is_hub_request():
-            return None
-        return original(*args, **kwargs)
+        @functools.wraps(original)
+        def protect(*args: Any, **kwargs: Any) -> Any:
+            # one CSRFProtect may serve several apps: only those that asked step aside
+            if current_app._get_current_object() in apps and is_hub_request():  # type: ignore[attr-defined]
+                return None
+            return original(*args, **kwargs)
 
-    setattr(protect, _PATCHED_ATTR, True)
-    csrf.protect = protect
+        setattr(protect, _PATCHED_ATTR, exempted)
+        csrf.protect = protect
+    exempted.add(app)
     return True
 
 

@@ -70,6 +70,21 @@ def test_with_the_exemption_off_every_write_tool_gets_csrfs_400():
     assert stored(app) == []
 
 
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_attack_one_apps_exemption_does_not_exempt_another_app_sharing_the_csrf_protect(order):
+    """A module-level ``csrf = CSRFProtect()`` serves several apps: the app that keeps
+    ``BAILING_CSRF_EXEMPT`` off still checks the hub's posts, whichever app came first."""
+    from flask_wtf.csrf import CSRFProtect
+
+    shared = CSRFProtect()
+    exempt = create_app(csrf=order, csrf_protect=shared)
+    strict = create_app(csrf=order, csrf_exempt=False, csrf_protect=shared)
+    for app in (exempt, strict, exempt):  # each app's first request, then again
+        response = HubSimulator(app, STRONG_SECRET).call("api_notes_post", {"text": "x"}, subject="t1:alice")
+        assert response.status == (201 if app is exempt else 400), response.body
+    assert stored(strict) == []
+
+
 def test_the_hubs_posts_to_the_packages_own_endpoints_are_not_csrf_checked():
     import json
     import time

@@ -71,6 +71,7 @@ def create_app(
     login_view: bool = True,
     limit: str = "1000/minute",
     fresh_tool: bool = True,
+    csrf_protect: CSRFProtect | None = None,
     **config: Any,
 ) -> Flask:
     app = Flask("legacy_app")
@@ -88,11 +89,12 @@ def create_app(
     def load_session_user(user_id: str) -> User | None:
         return db.session.get(User, int(user_id))
 
+    protect = csrf_protect or CSRFProtect()  # one instance may serve several apps
     if csrf == "before":
-        CSRFProtect(app)
+        protect.init_app(app)
     bailing = Bailing(app)
     if csrf == "after":
-        CSRFProtect(app)
+        protect.init_app(app)
     if bridge:
         bailing.bridge_flask_login(login_manager)
     limiter: Limiter | None = None
