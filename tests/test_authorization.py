@@ -106,6 +106,29 @@ def test_tool_without_any_authorizer_answers_403_and_is_logged():
     assert [f.code for f in catalog_of(state_of(app)).errors] == ["no_authorizer"]
 
 
+@pytest.mark.parametrize("served_first", [False, True])
+def test_an_authorizer_registered_after_the_tools_compiled_puts_them_in_the_catalog(served_first):
+    """The catalog and the calls agree on whether an authorizer exists, whenever it was registered:
+    a factory that compiles early (a check, a first request) and registers it afterwards."""
+    app = Flask(__name__)
+    app.config.update(BAILING_SECRETS=STRONG_SECRET)
+    bailing = Bailing(app)
+
+    @app.get("/open")
+    @tool(scope="x.read")
+    def open_door():
+        return "ran"
+
+    hub = HubSimulator(app, STRONG_SECRET)
+    assert hub.fetch_catalog().json()["paths"] == {}
+    if served_first:
+        app.test_client().get("/nowhere")
+    bailing.authorizer(lambda call: True)
+    assert list(hub.fetch_catalog().json()["paths"]) == ["/open"]
+    assert catalog_of(state_of(app)).errors == []
+    assert hub.call("open_door", {}).body == b"ran"
+
+
 def test_scope_comes_from_our_declaration_not_the_unsigned_header(authz_app):
     seen = []
     bailing = state_of(authz_app).callbacks

@@ -173,6 +173,9 @@ class Registry:
     #: ``enabled=False``, also through ``tool_defaults``), or a class view's handler without
     #: ``@tool`` (``None``: no declaration).
     passthrough: Mapping[tuple[str, str], Declaration | None] = field(default_factory=dict)
+    #: compiled with an app-wide authorizer registered (a tool without one of its own is
+    #: otherwise a ``no_authorizer`` error, left out of the catalog)
+    app_authorizer: bool = False
 
     def passes(self, endpoint: str | None, method: str, declaration: Declaration) -> bool:
         """Whether ``method`` on ``endpoint`` is a plain route that runs ``declaration``'s view.
@@ -523,7 +526,7 @@ def build_registry(app: Flask, has_app_authorizer: bool, config: Config) -> Regi
             findings.extend(_transaction_findings(config, compiled))
     tools.sort(key=lambda t: (t.path, _METHOD_ORDER.get(t.method, 99)))
     findings.extend(_duplicate_names(tools))
-    return Registry(tools, not_exported, findings, by_endpoint, len(rules), passthrough)
+    return Registry(tools, not_exported, findings, by_endpoint, len(rules), passthrough, has_app_authorizer)
 
 
 def _transaction_findings(config: Config, tool: Tool) -> list[Finding]:
@@ -575,11 +578,13 @@ def registry_of(state: BailingState) -> Registry:
 
     Flask refuses new routes once it has handled a request, so a registry
     built after that is final and the check is skipped (counting the
-    rules is not free on a large app). Each build calls ``state.on_compile``
-    (which puts the gates in front of the tool endpoints).
+    rules is not free on a large app). An app-wide authorizer registered
+    after a build (an app factory that compiled early) rebuilds it too, so
+    the catalog lists the tools the calls now admit. Each build calls
+    ``state.on_compile`` (which puts the gates in front of the tool endpoints).
     """
     current = _REGISTRY.get(state)
-    if current is not None:
+    if current is not None and (current.app_authorizer or state.callbacks.authorizer_func is None):
         if state.registry_final:
             return current
         if current.rule_count == _rule_count(state.app):
@@ -587,9 +592,11 @@ def registry_of(state: BailingState) -> Registry:
             return current
     with state.lock:
         current = _REGISTRY.get(state)
-        if current is None or current.rule_count != _rule_count(state.app):
+        has_authorizer = state.callbacks.authorizer_func is not None
+        if (current is None or current.rule_count != _rule_count(state.app)
+                or current.app_authorizer != has_authorizer):
             started = bool(getattr(state.app, "_got_first_request", False))
-            current = build_registry(state.app, state.callbacks.authorizer_func is not None, state.config)
+            current = build_registry(state.app, has_authorizer, state.config)
             state.on_compile(state, current)
             _REGISTRY.put(state, current)
             state.registry_final = started
