@@ -118,6 +118,22 @@ def test_a_blueprint_registered_after_the_registry_compiled_is_gated() -> None:
     assert hub.call("invoice_get", {"invoice_id": 1}, subject="t1:alice").body == SECRET
 
 
+def test_an_alias_route_of_a_tools_view_added_after_the_registry_compiled_is_gated() -> None:
+    """Flask accepts a second route for an endpoint only with the same view; the gate
+    standing there counts as the view it guards, and the alias is gated like the first."""
+    app, ran = make_app()
+    registry_of(state_of(app))
+    view = app.view_functions["order_get"]
+    assert view is state_of(app).gates["order_get"]
+    app.add_url_rule("/v1/orders/<int:order_id>", "order_get", view.__wrapped__)
+    client = app.test_client()
+    assert client.get("/v1/orders/1").status_code == 401
+    assert client.get("/orders/1").status_code == 401
+    signed = signed_headers(STRONG_SECRET, "GET", "/v1/orders/1", subject="t1:alice")
+    assert client.get("/v1/orders/1", headers=signed).data == SECRET
+    assert ran == ["view"]
+
+
 def test_a_signed_call_to_a_view_that_calls_a_tool_function_fails_closed(caplog: Any) -> None:
     """The tool's function only runs behind its own route's gate.
 

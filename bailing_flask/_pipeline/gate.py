@@ -318,8 +318,39 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
         # a method the route accepts but no tool serves (OPTIONS listed by hand): never ungated
         return state.error_response(ErrorInfo.make("method_not_allowed", status=405))
 
-    functools.update_wrapper(gated_view, view)
-    return gated_view
+    return _Gate(gated_view, view)
+
+
+class _Gate:
+    """What Flask dispatches a tool endpoint to: the gate in front of ``__wrapped__``.
+
+    It carries the view's attributes (``functools.update_wrapper``) and
+    compares equal to the view it guards. Flask asks that when a route is
+    added for an endpoint that already has a view (an alias route of the same
+    view is fine, another view is an error): an alias of a tool's view added
+    after the registry compiled is accepted, and gated like the first route.
+    """
+
+    __slots__ = ("_run", "__dict__", "__weakref__")  # the view's attributes go to __dict__, never over _run
+    __wrapped__: Callable[..., Any]
+
+    def __init__(self, run: Callable[..., Any], view: Callable[..., Any]) -> None:
+        self._run = run
+        functools.update_wrapper(self, view)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self._run(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Gate):
+            return other.__wrapped__ is self.__wrapped__
+        return other is self.__wrapped__
+
+    def __hash__(self) -> int:
+        return hash(self.__wrapped__)
+
+    def __repr__(self) -> str:
+        return f"<bailing gate for {self.__wrapped__!r}>"
 
 
 def run_declared_view(

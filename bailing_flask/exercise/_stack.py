@@ -56,7 +56,12 @@ def _decorator(func: Any) -> str:
 
 
 def _module(func: Any) -> str:
-    return str(getattr(getattr(func, "__func__", func), "__globals__", {}).get("__name__", ""))
+    """The module whose code ``func`` runs (a callable object's: its class's, like the gate's)."""
+    func = getattr(func, "__func__", func)
+    module_globals = getattr(func, "__globals__", None)
+    if module_globals is None:
+        return str(type(func).__module__)
+    return str(module_globals.get("__name__", ""))
 
 
 def _chain(func: Any) -> Iterator[Any]:
