@@ -12,6 +12,7 @@ route.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -95,6 +96,33 @@ def test_a_plain_view_put_in_place_of_a_tools_view_after_the_first_request_is_ga
     assert ran == []
     assert hub.call("order_get", {"order_id": 1}, subject="t1:alice").body == SECRET
     assert ran == ["replacement"]
+
+
+@pytest.mark.parametrize("how", ["bare", "after_a_new_route", "decorated"])
+def test_attack_a_tool_view_put_in_place_of_another_tools_runs_under_its_own_declaration(how: str) -> None:
+    """A ``@tool`` view written over another tool's endpoint after the compile is governed by
+    its own declaration (its authorizer, its scope), never admitted under the old tool's."""
+    app, _ = make_app()
+    registry_of(state_of(app))  # compiled before (a test, the CLI, the simulator)
+
+    @tool(scope="admin.read", subject_required=True, authorizer=lambda call: False)
+    def admin_dump(order_id: int) -> Any:
+        return SECRET
+
+    replacement: Any = admin_dump
+    if how == "decorated":
+        @functools.wraps(admin_dump)
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            return admin_dump(*args, **kwargs)
+
+        replacement = logged
+    if how == "after_a_new_route":
+        app.add_url_rule("/ping", "ping", lambda: "pong")
+    app.view_functions["order_get"] = replacement
+    signed = signed_headers(STRONG_SECRET, "GET", "/orders/1", subject="t1:alice")
+    response = app.test_client().get("/orders/1", headers=signed)
+    assert response.status_code == 403 and SECRET not in response.data
+    assert registry_of(state_of(app)).by_endpoint[("order_get", "GET")].options.scope == "admin.read"
 
 
 def test_a_blueprint_registered_after_the_registry_compiled_is_gated() -> None:

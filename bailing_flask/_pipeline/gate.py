@@ -42,9 +42,10 @@ from bailing_flask._pipeline.projection import DECLARED_KEY, PROJECTION_KEY, fin
 from bailing_flask.responses import ErrorInfo
 from bailing_flask.signals import tool_called, tool_denied, tool_failed
 from bailing_flask._state import current_state as _state
-from bailing_flask.declare import ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, direct_view, get_declaration
+from bailing_flask.declare import (ADMITTED_KEY, EXERCISE_KEY, ExerciseStop, direct_view, get_declaration,
+                                   get_wrapped_by)
 from bailing_flask.wire.middleware import AFTER_CALL_KEY, ENVIRON_KEY, VerifiedCall, altered_part
-from bailing_flask._pipeline.registry import registry_of
+from bailing_flask._pipeline.registry import recompile, registry_of
 from bailing_flask._pipeline.idempotency import REPLAYED_KEY, idempotency_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -172,6 +173,10 @@ class GatedViews(dict[str, Any]):
         registry = registry_of(state)  # may rebuild (new routes), gating what stands there now
         with state.lock:  # the gate is built first and written once: never a bare view here
             _put_gate(state, self, endpoint, view, registry)
+            if leads_to_declaration(view) or get_wrapped_by(view) is not None:
+                # a tool view of its own: compiled from its declaration, not admitted under the
+                # old one's (until then the gate above fails closed: its plans are not the view's)
+                recompile(state)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for endpoint, view in dict(*args, **kwargs).items():
@@ -295,6 +300,9 @@ def _gated(state: BailingState, endpoint: str, view: Callable[..., Any],
     #: the declarations this endpoint serves (an alias endpoint of the same view shares them)
     declarations = tuple({id(plan.tool.declaration): plan.tool.declaration
                           for plan in plans.values()}.values())
+    if direct is not None and not any(get_declaration(view) is own for own in declarations):
+        # plans compiled from another view's declaration: its @tool wrapper runs and fails closed
+        direct = None
 
     def gated_view(**kwargs: Any) -> Any:
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, passed down

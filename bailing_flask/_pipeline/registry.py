@@ -592,12 +592,22 @@ def registry_of(state: BailingState) -> Registry:
             return current
     with state.lock:
         current = _REGISTRY.get(state)
-        has_authorizer = state.callbacks.authorizer_func is not None
         if (current is None or current.rule_count != _rule_count(state.app)
-                or current.app_authorizer != has_authorizer):
-            started = bool(getattr(state.app, "_got_first_request", False))
-            current = build_registry(state.app, has_authorizer, state.config)
-            state.on_compile(state, current)
-            _REGISTRY.put(state, current)
-            state.registry_final = started
+                or current.app_authorizer != (state.callbacks.authorizer_func is not None)):
+            current = recompile(state)
+    return current
+
+
+def recompile(state: BailingState) -> Registry:
+    """Compile the app's tools now, from the views in ``view_functions``; the caller holds ``state.lock``.
+
+    :func:`registry_of` calls it when routes were added; the gate calls it
+    when a view carrying a declaration is written over a tool endpoint's, so
+    the new view is governed by its own declaration.
+    """
+    started = bool(getattr(state.app, "_got_first_request", False))
+    current = build_registry(state.app, state.callbacks.authorizer_func is not None, state.config)
+    state.on_compile(state, current)
+    _REGISTRY.put(state, current)
+    state.registry_final = started
     return current
