@@ -162,6 +162,25 @@ def test_an_alias_route_of_a_tools_view_added_after_the_registry_compiled_is_gat
     assert ran == ["view"]
 
 
+def test_an_alias_route_of_a_bound_method_tool_added_after_the_compile_is_accepted() -> None:
+    """Flask compares views with ``==``; a bound method taken twice is two equal objects."""
+    app, _ = make_app()
+
+    class Reports:
+        @tool(scope="report.read")
+        def report(self) -> Any:
+            return "report"
+
+    reports = Reports()
+    app.add_url_rule("/report", "report", reports.report)
+    registry_of(state_of(app))
+    app.add_url_rule("/v1/report", "report", reports.report)
+    client = app.test_client()
+    assert client.get("/v1/report").status_code == 401
+    signed = signed_headers(STRONG_SECRET, "GET", "/v1/report", subject="t1:alice")
+    assert client.get("/v1/report", headers=signed).data == b"report"
+
+
 def test_a_signed_call_to_a_view_that_calls_a_tool_function_fails_closed(caplog: Any) -> None:
     """The tool's function only runs behind its own route's gate.
 

@@ -351,8 +351,8 @@ class _Gate:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _Gate):
-            return other.__wrapped__ is self.__wrapped__
-        return other is self.__wrapped__
+            other = other.__wrapped__
+        return bool(self.__wrapped__ == other)  # as the view compares (a bound method by its object)
 
     def __hash__(self) -> int:
         return hash(self.__wrapped__)
