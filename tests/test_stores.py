@@ -8,6 +8,7 @@ SQLite file, fork with a live store, and stop, restart and freeze Redis.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sqlite3
@@ -1250,7 +1251,7 @@ def _background_write_in_flight(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Co
     store._pending._later._delay = 0.0
     store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
     deadline = time.monotonic() + 5
-    while "k1" not in store._pending._in_flight:  # taken by the background thread
+    while "k1" not in store._pending._now().in_flight:  # taken by the background thread
         assert time.monotonic() < deadline
         time.sleep(0.005)
     return store, holder
@@ -1409,7 +1410,7 @@ def test_a_repeat_overtaken_by_the_background_writer_looks_again_once_its_comple
             overtaken.append(True)
             writer.start()
             deadline = time.monotonic() + 10
-            while "k1" not in store._pending._in_flight:
+            while "k1" not in store._pending._now().in_flight:
                 assert time.monotonic() < deadline
                 time.sleep(0.001)
             threading.Timer(0.2, release.set).start()
@@ -1451,6 +1452,24 @@ def test_a_forked_child_never_writes_its_parents_deferred_completions(tmp_path: 
     store.flush()
     assert store.get("k1").state == "completed"  # type: ignore[union-attr]
     store.close()
+
+
+def test_threads_of_a_child_forked_without_pythons_hooks_keep_every_deferred_completion(
+        tmp_path: Path) -> None:
+    """uWSGI forks its workers without Python's at-fork hooks: the child's threads find out
+    from the process id, several at once. None of them may throw away what another queued."""
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork()")
+    workers, threads = 30, 8
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.apps.raw_fork_deferred", str(tmp_path / "idem.db"),
+         str(workers), str(threads)],
+        capture_output=True, text=True, timeout=240, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["silent_workers"] == 0
+    assert result["queued"] == [threads] * workers
+    assert result["not_completed"] == 0
 
 
 def test_a_deferred_completion_that_cannot_be_written_is_given_up_and_logged(

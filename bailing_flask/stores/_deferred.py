@@ -23,6 +23,20 @@ from bailing_flask.stores._entries import StoredResponse
 logger = logging.getLogger("bailing_flask")
 
 
+class _LaterHere:
+    """A :class:`_Later`'s state in one process: its own flag, event, lock and thread."""
+
+    __slots__ = ("pid", "due", "wake", "lock", "thread")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.due = False
+        self.wake = threading.Event()
+        #: against a thread that is just leaving because it was idle
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+
 class _Later:
     """Run ``action`` about ``delay`` seconds after :meth:`soon`, in a daemon thread.
 
@@ -31,59 +45,65 @@ class _Later:
     thread per object and process, started on first use; a forked child
     starts its own (the parent's thread does not survive the fork), and at
     interpreter exit a due run runs at once. ``action`` must not raise.
+
+    What belongs to a process is one :class:`_LaterHere`, taken for the
+    current process id (:meth:`_now`): every thread of a child forked without
+    Python's at-fork hooks (uWSGI) gets the same fresh one, and none uses a
+    lock the parent may have held at the fork.
     """
 
     def __init__(self, action: Callable[[], None], delay: float, name: str) -> None:
         self._action = action
         self._delay = delay
         self._name = name
-        self._due = False
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
+        pid = os.getpid()
+        self._here = _LaterHere(pid)
+        #: process id -> its state; ``setdefault`` hands every thread of a process the same one
+        self._by_pid: dict[int, _LaterHere] = {pid: self._here}
         _LATERS.add(self)
 
+    def _now(self) -> _LaterHere:
+        here = self._here
+        if here.pid != os.getpid():  # forked (without Python's at-fork hooks: uWSGI)
+            pid = os.getpid()
+            here = self._here = self._by_pid.setdefault(pid, _LaterHere(pid))
+        return here
+
     def soon(self) -> None:
-        if self._pid != os.getpid():  # forked without Python's at-fork hooks (uWSGI)
-            self._after_fork()
-        if self._due:
+        here = self._now()
+        if here.due:
             return
-        self._due = True
-        self._wake.set()
-        with _LATERS_LOCK:  # against a thread that is just leaving because it was idle
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
-                self._thread.start()
+        here.due = True
+        here.wake.set()
+        with here.lock:
+            if here.thread is None or not here.thread.is_alive():
+                here.thread = threading.Thread(target=self._loop, args=(here,), name=self._name, daemon=True)
+                here.thread.start()
 
     def cancel(self) -> None:
         """Forget a due run (the store is closing and has done what it needed)."""
-        self._due = False
+        self._now().due = False
 
     def run_now(self) -> None:
         """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
-        if self._due:
-            self._due = False
+        here = self._now()
+        if here.due:
+            here.due = False
             try:
                 self._action()
             except Exception:  # pragma: no cover - actions log their own failures
                 logger.exception("bailing: %s failed", self._name)
 
-    def _loop(self) -> None:
+    def _loop(self, here: _LaterHere) -> None:
         while True:
-            if not self._wake.wait(timeout=_IDLE_EXIT):
-                with _LATERS_LOCK:
-                    if not self._wake.is_set():
-                        self._thread = None  # idle: let the store be collected
+            if not here.wake.wait(timeout=_IDLE_EXIT):
+                with here.lock:
+                    if not here.wake.is_set():
+                        here.thread = None  # idle: let the store be collected
                         return
-            self._wake.clear()
+            here.wake.clear()
             time.sleep(self._delay)
             self.run_now()
-
-    def _after_fork(self) -> None:
-        self._due = False
-        self._wake = threading.Event()
-        self._thread = None
-        self._pid = os.getpid()
 
 
 class _Completion(NamedTuple):
@@ -98,6 +118,19 @@ class _Completion(NamedTuple):
     attempts: int = 0
 
 
+class _PendingHere:
+    """A :class:`_Pending`'s queue in one process."""
+
+    __slots__ = ("pid", "items", "in_flight", "cond")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.items: list[_Completion] = []
+        #: key -> how many takers are writing a completion of it right now
+        self.in_flight: dict[str, int] = {}
+        self.cond = threading.Condition(threading.Lock())
+
+
 class _Pending:
     """Deferred completions of one store in this process, and who writes them when.
 
@@ -109,41 +142,43 @@ class _Pending:
     the call shows as uncertain when its lease runs out, as a completion that
     never arrived always does). A forked child starts empty -- what the parent
     deferred is the parent's to write -- also when the fork was not announced
-    to Python (the process id is checked).
+    to Python: the queue is one :class:`_PendingHere` per process id, which
+    every thread of the child gets the same of (never one thread's fresh
+    queue thrown away by another's, never the parent's lock).
     """
 
     def __init__(self, write: Callable[[list[_Completion]], list[_Completion]], delay: float,
                  name: str, where: str) -> None:
         self._write = write
         self._where = where
-        self._items: list[_Completion] = []
-        #: key -> how many takers are writing a completion of it right now
-        self._in_flight: dict[str, int] = {}
-        self._cond = threading.Condition(threading.Lock())
+        pid = os.getpid()
+        self._here = _PendingHere(pid)
+        self._by_pid: dict[int, _PendingHere] = {pid: self._here}
         self._later = _Later(self._flush, delay, name)
-        self._pid = os.getpid()
         _PENDINGS.add(self)
 
-    def __bool__(self) -> bool:
-        return bool(self._items)
+    def _now(self) -> _PendingHere:
+        here = self._here
+        if here.pid != os.getpid():  # forked (without Python's at-fork hooks: uWSGI)
+            pid = os.getpid()
+            here = self._here = self._by_pid.setdefault(pid, _PendingHere(pid))
+        return here
 
-    def _check_fork(self) -> None:
-        """Drop what a parent left: forked without Python's at-fork hooks (uWSGI)."""
-        if self._pid != os.getpid():
-            self._after_fork()
+    def __bool__(self) -> bool:
+        return bool(self._now().items)
 
     def add(self, item: _Completion) -> None:
-        self._check_fork()
-        with self._cond:
-            self._items.append(item)
+        here = self._now()
+        with here.cond:
+            here.items.append(item)
         self._later.soon()
 
     def take(self) -> list[_Completion]:
         """Everything waiting, now *in flight* until :meth:`landed` is called for it."""
-        self._check_fork()
-        with self._cond:
-            items, self._items = self._items, []
-            in_flight = self._in_flight
+        here = self._now()
+        with here.cond:
+            items, here.items = here.items, []
+            in_flight = here.in_flight
             for item in items:
                 in_flight[item.key] = in_flight.get(item.key, 0) + 1
         return items
@@ -152,15 +187,16 @@ class _Pending:
         """The write that took ``items`` is over (whatever became of them)."""
         if not items:
             return
-        with self._cond:
-            in_flight = self._in_flight
+        here = self._now()
+        with here.cond:
+            in_flight = here.in_flight
             for item in items:
                 left = in_flight.get(item.key, 1) - 1
                 if left > 0:
                     in_flight[item.key] = left
                 else:
                     in_flight.pop(item.key, None)
-            self._cond.notify_all()
+            here.cond.notify_all()
 
     @contextmanager
     def carried(self) -> Iterator[list[_Completion]]:
@@ -170,7 +206,7 @@ class _Pending:
         later, or given up); a write that settles only some of them puts the
         rest back itself, inside the block.
         """
-        taken = self.take() if self._items else []
+        taken = self.take() if self._now().items else []
         try:
             yield taken
         except BaseException:
@@ -181,8 +217,9 @@ class _Pending:
 
     def holds(self, key: str) -> bool:
         """Whether a completion of ``key`` is waiting here or carried by a write right now."""
-        with self._cond:
-            return key in self._in_flight or any(item.key == key for item in self._items)
+        here = self._now()
+        with here.cond:
+            return key in here.in_flight or any(item.key == key for item in here.items)
 
     def wait_landed(self, key: str, timeout: float) -> None:
         """Wait while another thread's write carries a completion of ``key``.
@@ -190,9 +227,10 @@ class _Pending:
         So that a repeat in this process, sent on another connection, can never
         overtake the completion of the call it repeats.
         """
-        if self._in_flight and key in self._in_flight:
-            with self._cond:
-                self._cond.wait_for(lambda: key not in self._in_flight, timeout)
+        here = self._now()
+        if here.in_flight and key in here.in_flight:
+            with here.cond:
+                here.cond.wait_for(lambda: key not in here.in_flight, timeout)
 
     def put_back(self, items: list[_Completion]) -> None:
         """Items a write could not settle: tried again later, or given up."""
@@ -205,8 +243,9 @@ class _Pending:
             else:
                 kept.append(item._replace(attempts=item.attempts + 1))
         if kept:
-            with self._cond:
-                self._items[:0] = kept
+            here = self._now()
+            with here.cond:
+                here.items[:0] = kept
             self._later.soon()
 
     def flush(self) -> None:
@@ -219,9 +258,10 @@ class _Pending:
         """
         self._later.run_now()
         self._flush()
-        if self._in_flight:
-            with self._cond:
-                self._cond.wait_for(lambda: not self._in_flight, _FLUSH_WAIT)
+        here = self._now()
+        if here.in_flight:
+            with here.cond:
+                here.cond.wait_for(lambda: not here.in_flight, _FLUSH_WAIT)
 
     def _flush(self) -> None:
         items = self.take()
@@ -230,13 +270,6 @@ class _Pending:
                 self.put_back(self._write(items))
             finally:
                 self.landed(items)
-
-    def _after_fork(self) -> None:
-        self._items = []
-        self._in_flight = {}
-        self._cond = threading.Condition(threading.Lock())
-        self._pid = os.getpid()
-        self._later._after_fork()
 
 
 def _log_refused(items: list[_Completion]) -> None:
@@ -252,7 +285,6 @@ _FLUSH_WAIT = 10.0
 _PENDINGS: weakref.WeakSet[_Pending] = weakref.WeakSet()
 _IDLE_EXIT = 30.0
 _LATERS: weakref.WeakSet[_Later] = weakref.WeakSet()
-_LATERS_LOCK = threading.Lock()
 
 
 def _run_due_laters() -> None:
@@ -260,15 +292,14 @@ def _run_due_laters() -> None:
         later.run_now()
 
 
-def _reset_laters_in_child() -> None:
-    global _LATERS_LOCK
-    _LATERS_LOCK = threading.Lock()
+def _reset_in_child() -> None:
+    """In a child forked with Python's hooks: every queue and thread of the parent left behind."""
     for later in list(_LATERS):
-        later._after_fork()
+        later._now()
     for pending in list(_PENDINGS):
-        pending._after_fork()
+        pending._now()
 
 
 atexit.register(_run_due_laters)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_laters_in_child)
+    os.register_at_fork(after_in_child=_reset_in_child)
