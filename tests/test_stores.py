@@ -1472,6 +1472,57 @@ def test_threads_of_a_child_forked_without_pythons_hooks_keep_every_deferred_com
     assert result["not_completed"] == 0
 
 
+def test_redis_a_connection_is_never_given_back_while_a_live_thread_uses_it(
+    redis_server_factory: Callable[[], RedisServer],
+) -> None:
+    """A thread per request (Werkzeug's threaded server): the pool hands a dead thread's
+    connection, the same object, to a new thread, while another thread is still giving back
+    the connections of ended threads. The new thread's connection must stay its own."""
+    server = redis_server_factory()
+    store = RedisStore(server.url, prefix=_prefix(), check_persistence=False)
+    pool = store._client.connection_pool
+    handed_to: dict[int, threading.Thread] = {}
+    given_back_in_use: list[str] = []
+    errors: list[str] = []
+    get_connection, release = pool.get_connection, pool.release
+
+    def watched_get(*args: Any, **kwargs: Any) -> Any:
+        conn = get_connection(*args, **kwargs)
+        handed_to[id(conn)] = threading.current_thread()
+        return conn
+
+    def watched_release(conn: Any) -> None:
+        holder = handed_to.get(id(conn))
+        if holder is not None and holder.is_alive() and holder is not threading.current_thread():
+            given_back_in_use.append(holder.name)
+        release(conn)
+
+    pool.get_connection, pool.release = watched_get, watched_release  # type: ignore[method-assign]
+
+    def request(key: str) -> None:
+        try:
+            assert claim(store, key, "token-a") is None
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            errors.append(type(exc).__name__)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for round_ in range(150):
+            running = [threading.Thread(target=request, args=(f"r{round_}-{i}",), daemon=True)
+                       for i in range(8)]
+            for thread in running:
+                thread.start()
+            for thread in running:
+                thread.join(30)
+            # two threads on one connection can wait for a reply the other one read: forever
+            assert not any(thread.is_alive() for thread in running), "a request never got its reply"
+    finally:
+        sys.setswitchinterval(interval)
+    store.close()
+    assert (given_back_in_use, errors) == ([], [])
+
+
 def test_a_deferred_completion_that_cannot_be_written_is_given_up_and_logged(
     redis_server_factory: Callable[[], RedisServer], clock: Clock,
     caplog: pytest.LogCaptureFixture,

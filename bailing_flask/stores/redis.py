@@ -31,6 +31,7 @@ replayed call run its side effect again.
 from __future__ import annotations
 
 import builtins
+import itertools
 import logging
 import math
 import os
@@ -204,8 +205,12 @@ class RedisStore(IdempotencyStore):
         self._no_script: type[BaseException] = redis.exceptions.NoScriptError
         self._connection_error: type[BaseException] = redis.exceptions.ConnectionError
         self._local = threading.local()
-        #: connections this store holds, one per thread: id -> (pid, thread, connection)
+        #: connections this store holds, one per thread: checkout number -> (pid, thread,
+        #: connection). Never keyed by the connection: the pool hands an ended thread's
+        #: connection, the same object, to the next thread, whose entry a stale look at the
+        #: ended one must not take for its own.
         self._held: dict[int, tuple[int, threading.Thread, Any]] = {}
+        self._checkouts = itertools.count()
         self._generation = 0
         self._defer_completions(self._write_pending, _DEFER_DELAY, "bailing-redis-completions",
                                 self.display)
@@ -315,7 +320,7 @@ class RedisStore(IdempotencyStore):
             conn = pool.get_connection()
         except TypeError:  # pragma: no cover - redis-py before 5.3 wants a command name
             conn = pool.get_connection("EVALSHA")
-        self._held[id(conn)] = (pid, threading.current_thread(), conn)
+        self._held[next(self._checkouts)] = (pid, threading.current_thread(), conn)
         local.conn, local.pid, local.generation = conn, pid, self._generation
         return conn
 
