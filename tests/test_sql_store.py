@@ -9,6 +9,7 @@ cleanup that never waits for a claim.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -323,6 +324,66 @@ def test_cleanup_deletes_in_batches_and_never_waits_for_a_locked_row(
         holder.rollback()
         holder.close()
     assert store.cleanup() == 1
+    store.close()
+
+
+def _session_id(store: SQLStore, dialect: str) -> int:
+    cursor = store._db._kept_connection().cursor()
+    cursor.execute("SELECT pg_backend_pid()" if dialect == "postgresql" else "SELECT CONNECTION_ID()")
+    return int(cursor.fetchone()[0])
+
+
+def test_a_worker_forked_from_a_loaded_app_never_uses_the_parents_connections(url: str) -> None:
+    """gunicorn ``--preload`` forks workers from a master that made the store and its tables:
+    the threads of a new worker, noticing the fork at once, get connections of its own,
+    never a session the master still holds or left idle in the pool."""
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork()")
+    dialect = "postgresql" if url.startswith("postgresql") else "mysql"
+    store = SQLStore(url)
+    store.create_schema()  # leaves an idle connection in the master's pool
+
+    def sessions(conn: Any) -> set[int]:
+        cursor = conn.cursor()
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                       if dialect == "postgresql" else
+                       "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE()")
+        return {int(row[0]) for row in cursor.fetchall()}
+
+    masters = store._db.admin(sessions)  # on that pooled connection, given back to the pool
+    assert masters
+    workers, threads = 8, 8
+    seen: list[list[int]] = []
+    for worker in range(workers):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            answer: list[int] = []
+            try:
+                sys.setswitchinterval(1e-6)
+                barrier = threading.Barrier(threads)
+
+                def request(key: str) -> None:
+                    barrier.wait()
+                    assert claim(store, key) is None
+                    answer.append(_session_id(store, dialect))
+
+                running = [threading.Thread(target=request, args=(f"w{worker}-{i}",), daemon=True)
+                           for i in range(threads)]
+                for thread in running:
+                    thread.start()
+                for thread in running:
+                    thread.join(30)
+            finally:
+                os.write(write, json.dumps(answer).encode())
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as reply:
+            seen.append(json.loads(reply.read() or "[]"))
+        os.waitpid(pid, 0)
+    assert [len(sessions) for sessions in seen] == [threads] * workers  # every request answered
+    everyone = [session for sessions in seen for session in sessions]
+    assert masters.isdisjoint(everyone)
     store.close()
 
 

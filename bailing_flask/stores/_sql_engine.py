@@ -174,7 +174,8 @@ class Database:
         self._generation = 0
         self._pid = os.getpid()
         self._checked = False
-        self._check_lock = threading.Lock()
+        #: process id -> the lock its threads reset under after a fork (made in that process)
+        self._fork_locks: dict[int, threading.Lock] = {}
         self._dialect: Dialect | None = None
         self.returning = False
         self.where = "SQL store"
@@ -298,10 +299,10 @@ class Database:
 
     def _kept_connection(self) -> Any:
         """This thread's connection of the store's own engine, checked out once and kept."""
-        local = self._local
         pid = os.getpid()
         if pid != self._pid:
             self._after_fork(pid)
+        local = self._local  # after the check: a child's, never the parent's
         raw = getattr(local, "raw", None)
         if raw is not None and local.generation == self._generation and raw.is_valid:
             return raw
@@ -338,21 +339,30 @@ class Database:
                 _close_quietly(raw)
 
     def _after_fork(self, pid: int) -> None:
-        """A forked child: forget the parent's connections without closing them."""
-        self._pid = pid
-        self._kept = {}
-        self._local = threading.local()
-        self._generation += 1
-        if self.owned and self._engine is not None:
-            self._engine.dispose(close=False)
+        """A forked child: forget the parent's connections without closing them.
+
+        Every thread of a new worker may notice at once; one resets, under a
+        lock made in this process, while the others wait for it. The process
+        id is set last, so a thread that sees it also sees the parent's pool
+        replaced: no thread of the child checks out a connection the parent
+        left idle (one socket and one server session in two processes).
+        """
+        with self._fork_locks.setdefault(pid, threading.Lock()):
+            if self._pid == pid:
+                return
+            if self.owned and self._engine is not None:
+                self._engine.dispose(close=False)
+            self._kept = {}
+            self._local = threading.local()
+            self._generation += 1
+            self._pid = pid
 
     def _check_schema_once(self, cursor: Any) -> None:
-        if self._checked:
-            return
-        with self._check_lock:
-            if not self._checked:
-                check_schema(cursor, self.dialect, self.where)
-                self._checked = True
+        # no lock: checking twice is harmless, and a lock held across a round trip would be
+        # inherited held by a process forked meanwhile, which could then never check
+        if not self._checked:
+            check_schema(cursor, self.dialect, self.where)
+            self._checked = True
 
     def transaction(self, work: Callable[[Any], _T]) -> _T:
         """``work(cursor)`` inside one transaction, committed if it returns; repeated like :meth:`run`."""
@@ -375,6 +385,8 @@ class Database:
 
     def admin(self, work: Callable[[Any], _T]) -> _T:
         """``work(dbapi_connection)`` on a connection of its own (schema commands)."""
+        if self.owned and os.getpid() != self._pid:
+            self._after_fork(os.getpid())
         raw = self.engine.raw_connection()
         try:
             return work(raw.dbapi_connection)
