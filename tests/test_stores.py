@@ -1251,7 +1251,7 @@ def _background_write_in_flight(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Co
     store._pending._later._delay = 0.0
     store.complete_deferred("k1", token="token-a", response=OK, retention_seconds=RETENTION)
     deadline = time.monotonic() + 5
-    while "k1" not in store._pending._now().in_flight:  # taken by the background thread
+    while "k1" not in store._pending._here.get().in_flight:  # taken by the background thread
         assert time.monotonic() < deadline
         time.sleep(0.005)
     return store, holder
@@ -1410,7 +1410,7 @@ def test_a_repeat_overtaken_by_the_background_writer_looks_again_once_its_comple
             overtaken.append(True)
             writer.start()
             deadline = time.monotonic() + 10
-            while "k1" not in store._pending._now().in_flight:
+            while "k1" not in store._pending._here.get().in_flight:
                 assert time.monotonic() < deadline
                 time.sleep(0.001)
             threading.Timer(0.2, release.set).start()

@@ -16,20 +16,49 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from bailing_flask.stores._entries import StoredResponse
 
 logger = logging.getLogger("bailing_flask")
 
 
+_S = TypeVar("_S")
+
+
+class _PerProcess(Generic[_S]):
+    """One ``_S`` per process: every thread of a process gets the same one (:meth:`get`).
+
+    A forked child gets a fresh one, also when the fork was not announced to
+    Python (uWSGI): the process id is checked, and ``dict.setdefault`` hands
+    every thread that noticed at once the same new one, so none throws away
+    what another already put in it, and none uses a lock the parent held at
+    the fork.
+    """
+
+    __slots__ = ("_make", "_current", "_by_pid")
+
+    def __init__(self, make: Callable[[], _S]) -> None:
+        self._make = make
+        pid, made = os.getpid(), make()
+        self._current = (pid, made)
+        self._by_pid: dict[int, _S] = {pid: made}
+
+    def get(self) -> _S:
+        pid, here = self._current
+        if pid != os.getpid():
+            pid = os.getpid()
+            here = self._by_pid.setdefault(pid, self._make())
+            self._current = (pid, here)
+        return here
+
+
 class _LaterHere:
     """A :class:`_Later`'s state in one process: its own flag, event, lock and thread."""
 
-    __slots__ = ("pid", "due", "wake", "lock", "thread")
+    __slots__ = ("due", "wake", "lock", "thread")
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self) -> None:
         self.due = False
         self.wake = threading.Event()
         #: against a thread that is just leaving because it was idle
@@ -46,31 +75,18 @@ class _Later:
     starts its own (the parent's thread does not survive the fork), and at
     interpreter exit a due run runs at once. ``action`` must not raise.
 
-    What belongs to a process is one :class:`_LaterHere`, taken for the
-    current process id (:meth:`_now`): every thread of a child forked without
-    Python's at-fork hooks (uWSGI) gets the same fresh one, and none uses a
-    lock the parent may have held at the fork.
+    What belongs to a process is one :class:`_LaterHere` (:class:`_PerProcess`).
     """
 
     def __init__(self, action: Callable[[], None], delay: float, name: str) -> None:
         self._action = action
         self._delay = delay
         self._name = name
-        pid = os.getpid()
-        self._here = _LaterHere(pid)
-        #: process id -> its state; ``setdefault`` hands every thread of a process the same one
-        self._by_pid: dict[int, _LaterHere] = {pid: self._here}
+        self._here = _PerProcess(_LaterHere)
         _LATERS.add(self)
 
-    def _now(self) -> _LaterHere:
-        here = self._here
-        if here.pid != os.getpid():  # forked (without Python's at-fork hooks: uWSGI)
-            pid = os.getpid()
-            here = self._here = self._by_pid.setdefault(pid, _LaterHere(pid))
-        return here
-
     def soon(self) -> None:
-        here = self._now()
+        here = self._here.get()
         if here.due:
             return
         here.due = True
@@ -82,11 +98,11 @@ class _Later:
 
     def cancel(self) -> None:
         """Forget a due run (the store is closing and has done what it needed)."""
-        self._now().due = False
+        self._here.get().due = False
 
     def run_now(self) -> None:
         """Run ``action`` now if a run is due (at exit, or from ``flush``)."""
-        here = self._now()
+        here = self._here.get()
         if here.due:
             here.due = False
             try:
@@ -121,10 +137,9 @@ class _Completion(NamedTuple):
 class _PendingHere:
     """A :class:`_Pending`'s queue in one process."""
 
-    __slots__ = ("pid", "items", "in_flight", "cond")
+    __slots__ = ("items", "in_flight", "cond")
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self) -> None:
         self.items: list[_Completion] = []
         #: key -> how many takers are writing a completion of it right now
         self.in_flight: dict[str, int] = {}
@@ -142,40 +157,30 @@ class _Pending:
     the call shows as uncertain when its lease runs out, as a completion that
     never arrived always does). A forked child starts empty -- what the parent
     deferred is the parent's to write -- also when the fork was not announced
-    to Python: the queue is one :class:`_PendingHere` per process id, which
-    every thread of the child gets the same of (never one thread's fresh
-    queue thrown away by another's, never the parent's lock).
+    to Python: the queue is one :class:`_PendingHere` per process
+    (:class:`_PerProcess`).
     """
 
     def __init__(self, write: Callable[[list[_Completion]], list[_Completion]], delay: float,
                  name: str, where: str) -> None:
         self._write = write
         self._where = where
-        pid = os.getpid()
-        self._here = _PendingHere(pid)
-        self._by_pid: dict[int, _PendingHere] = {pid: self._here}
+        self._here = _PerProcess(_PendingHere)
         self._later = _Later(self._flush, delay, name)
         _PENDINGS.add(self)
 
-    def _now(self) -> _PendingHere:
-        here = self._here
-        if here.pid != os.getpid():  # forked (without Python's at-fork hooks: uWSGI)
-            pid = os.getpid()
-            here = self._here = self._by_pid.setdefault(pid, _PendingHere(pid))
-        return here
-
     def __bool__(self) -> bool:
-        return bool(self._now().items)
+        return bool(self._here.get().items)
 
     def add(self, item: _Completion) -> None:
-        here = self._now()
+        here = self._here.get()
         with here.cond:
             here.items.append(item)
         self._later.soon()
 
     def take(self) -> list[_Completion]:
         """Everything waiting, now *in flight* until :meth:`landed` is called for it."""
-        here = self._now()
+        here = self._here.get()
         with here.cond:
             items, here.items = here.items, []
             in_flight = here.in_flight
@@ -187,7 +192,7 @@ class _Pending:
         """The write that took ``items`` is over (whatever became of them)."""
         if not items:
             return
-        here = self._now()
+        here = self._here.get()
         with here.cond:
             in_flight = here.in_flight
             for item in items:
@@ -206,7 +211,7 @@ class _Pending:
         later, or given up); a write that settles only some of them puts the
         rest back itself, inside the block.
         """
-        taken = self.take() if self._now().items else []
+        taken = self.take() if self._here.get().items else []
         try:
             yield taken
         except BaseException:
@@ -217,7 +222,7 @@ class _Pending:
 
     def holds(self, key: str) -> bool:
         """Whether a completion of ``key`` is waiting here or carried by a write right now."""
-        here = self._now()
+        here = self._here.get()
         with here.cond:
             return key in here.in_flight or any(item.key == key for item in here.items)
 
@@ -227,7 +232,7 @@ class _Pending:
         So that a repeat in this process, sent on another connection, can never
         overtake the completion of the call it repeats.
         """
-        here = self._now()
+        here = self._here.get()
         if here.in_flight and key in here.in_flight:
             with here.cond:
                 here.cond.wait_for(lambda: key not in here.in_flight, timeout)
@@ -243,7 +248,7 @@ class _Pending:
             else:
                 kept.append(item._replace(attempts=item.attempts + 1))
         if kept:
-            here = self._now()
+            here = self._here.get()
             with here.cond:
                 here.items[:0] = kept
             self._later.soon()
@@ -258,7 +263,7 @@ class _Pending:
         """
         self._later.run_now()
         self._flush()
-        here = self._now()
+        here = self._here.get()
         if here.in_flight:
             with here.cond:
                 here.cond.wait_for(lambda: not here.in_flight, _FLUSH_WAIT)
@@ -295,9 +300,9 @@ def _run_due_laters() -> None:
 def _reset_in_child() -> None:
     """In a child forked with Python's hooks: every queue and thread of the parent left behind."""
     for later in list(_LATERS):
-        later._now()
+        later._here.get()
     for pending in list(_PENDINGS):
-        pending._now()
+        pending._here.get()
 
 
 atexit.register(_run_due_laters)

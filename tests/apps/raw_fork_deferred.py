@@ -43,7 +43,7 @@ def _worker(store: SQLiteStore, keys: list[str], answer: int) -> None:
             thread.start()
         for thread in running:
             thread.join()
-        here = store._pending._now()
+        here = store._pending._here.get()
         queued = len(here.items) + sum(here.in_flight.values())
         store.flush()
     finally:
